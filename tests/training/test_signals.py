@@ -50,14 +50,19 @@ def test_training_phase_only_sets_the_flag_and_repeats_in_the_window_are_one(sto
 
 
 def test_handlers_are_given_back():
-    before = {signum: signal.getsignal(signum) for signum in signals.EXIT_CODES}
-    watcher = signals.StopSignals()
-    watcher.install()
-    try:  # a bound method is a new object on each access: compare with ==
-        assert all(signal.getsignal(signum) == watcher._handle for signum in before)
+    # SIGHUP handled, as outside nohup (a nohup'd pytest ignores it, and then install rightly leaves it alone)
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        before = {signum: signal.getsignal(signum) for signum in signals.EXIT_CODES}
+        watcher = signals.StopSignals()
+        watcher.install()
+        try:  # a bound method is a new object on each access: compare with ==
+            assert all(signal.getsignal(signum) == watcher._handle for signum in before)
+        finally:
+            watcher.uninstall()
+        assert {signum: signal.getsignal(signum) for signum in before} == before
     finally:
-        watcher.uninstall()
-    assert {signum: signal.getsignal(signum) for signum in before} == before
+        signal.signal(signal.SIGHUP, hangup)
 
 
 @pytest.mark.parametrize("rank", ["0", "1"])
@@ -99,7 +104,8 @@ SIGHUP_CHILD = textwrap.dedent("""
 def test_sighup_saves_and_exits_129_unless_the_process_started_with_it_ignored(ignored):
     """A closed terminal (SIGHUP) stops the run like SIGTERM, exit 129; under nohup (SIGHUP ignored when the process
     starts) it stays ignored and the run goes on."""
-    preexec = (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if ignored else None
+    # the child's start stated either way: under a nohup'd pytest it would otherwise inherit SIGHUP ignored
+    preexec = lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN if ignored else signal.SIG_DFL)  # noqa: E731
     proc = subprocess.Popen([sys.executable, "-c", SIGHUP_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     assert proc.stdout.readline() == "ready\n"
