@@ -515,7 +515,8 @@ def start_script(script: Path | str, args: list[str], *, env: dict[str, str] | N
     """``python <script> <args>`` running in the background as a :class:`Started`: forked from a zygote when
     ``warm`` and :class:`Pool` allows it, else a real subprocess. For a test of what a run does when signalled from
     outside (a fork is the same code path from the script's first line); a test of the process's own start, or of
-    a launcher, asks ``warm=False``. A process still running when the block ends is killed."""
+    a launcher, asks ``warm=False``. A process still running when the block ends is killed. The pool serves no other
+    run until the block ends: start the next warm run (a resume) after it."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     argv = [str(script), *map(str, args)]
     with tempfile.TemporaryDirectory(prefix="dit-lora-started-") as tmp:
