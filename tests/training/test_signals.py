@@ -280,6 +280,9 @@ def test_a_shell_started_run_is_not_tied_to_its_parent(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     assert not signals._launched()
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")  # exported in a shell: the parent is no launcher
+    # the parent a shell-started run has (pytest's own may be any command line, `bash -c "pytest
+    # tests/e2e/test_accelerate_configs.py"` holding a launcher's word)
+    monkeypatch.setattr(signals, "_parent_cmdline", lambda: "-bash")
     assert not signals._launched()
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
     assert signals._launched()
