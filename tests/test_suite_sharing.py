@@ -132,6 +132,11 @@ if how == "os_exit":
     os._exit(137)
 if how == "sleep":
     time.sleep(60)
+if how == "wait_for_term":  # a run signalled from outside: says it is ready, ends with a code on SIGTERM
+    import signal
+    signal.signal(signal.SIGTERM, lambda *a: (print("got SIGTERM", file=sys.stderr, flush=True), os._exit(143)))
+    print("ready\r", end="", flush=True)
+    time.sleep(60)
 """
 
 
@@ -245,6 +250,34 @@ def test_a_resume_is_forked_from_the_zygote_that_did_not_write_its_folder(light_
                                         f"{other}/checkpoint-4"], cwd=tmp_path))
     assert named["ppid"] == writer["ppid"]  # other's writer was zygote 1
 
+
+
+@pytest.mark.slow  # starts processes
+def test_a_started_warm_run_is_signalled_from_outside_and_read_as_it_writes(light_pool, tmp_path):
+    """start_script: the run forked in the background, its output (stdout and stderr in one file) read up to a
+    line, a signal sent to its pid, its exit code; the pool serves the next run after it, and a run the test leaves
+    behind is killed. What cannot be forked (here warm=False) is a real subprocess with the same interface."""
+    import json
+    import os
+    import signal
+
+    from warm import run_script, start_script
+
+    pool, script = light_pool
+    for warm in (True, False):
+        with start_script(script, ["wait_for_term"], cwd=tmp_path, warm=warm) as proc:
+            early = proc.read_until("ready", timeout=30)  # a line ended by a carriage return, as tqdm's
+            parent = json.loads(early.splitlines()[0])["ppid"]
+            assert parent == (pool.zygotes[0].proc.pid if warm else os.getpid())
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 143 and "got SIGTERM" in proc.output() and "to stderr" in proc.output()
+    with pytest.raises(AssertionError, match="never saw 'nothing like this'"):  # the run ended first
+        with start_script(script, ["exit3"], cwd=tmp_path) as proc:
+            proc.read_until("nothing like this", timeout=30)
+    with start_script(script, ["sleep"], cwd=tmp_path) as left:
+        left.read_until("pid", timeout=30)
+    assert left.returncode == -9  # killed as the block ended
+    assert run_script(script, ["exit3"], cwd=tmp_path).returncode == 3  # the pool serves the next run
 
 LAUNCHED = r"""
 import json, os, sys, time

@@ -80,12 +80,13 @@ def test_launch_validation_accepts_config(name):
 def test_sharded_engines_stop_before_loading_and_name_what_to_use(engine, tmp_path):
     """A launch with FSDP version 1 (accelerate's default version) or DeepSpeed ends in seconds with one paragraph,
     before any model is read."""
+    from warm import run_script
+
     root = CONFIG_DIR.parent
-    args = [sys.executable, str(root / "recipes" / "sana_lora.py"), "--pretrained_model_name_or_path",
-            str(tmp_path / "no-model-here"), "--train_data_dir", str(tmp_path), "--output_dir", str(tmp_path / "out"),
-            "--skip_doctor", "true"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=root,
-                          env={**os.environ, engine: "true"})
+    args = ["--pretrained_model_name_or_path", str(tmp_path / "no-model-here"), "--train_data_dir", str(tmp_path),
+            "--output_dir", str(tmp_path / "out"), "--skip_doctor", "true"]
+    # a fork of a warm interpreter (tests/support/warm.py): accelerate reads the variable when the run makes its state
+    proc = run_script(root / "recipes" / "sana_lora.py", args, env={engine: "true"}, timeout=120, cwd=root)
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 2, text
     assert "accelerate_configs/multi_gpu.yaml" in text and "accelerate_configs/fsdp2.yaml" in text

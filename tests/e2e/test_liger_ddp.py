@@ -8,59 +8,63 @@ DDP's forward instead would silently skip the gradient all-reduce.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
+
+from warm import run_ranks
+
+#: one rank: the LoRA'd tiny model under DDP, each rank its own batch; the fused loss's and the plain loss's
+#: gradients saved to ``<folder>/rank<RANK>.pt``
+WORKER = r"""
+import os, sys
+import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-from helpers import free_port
+dist.init_process_group("gloo")  # env://: the group's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+rank = dist.get_rank()
+try:
+    from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from dit_lora.families.videollm.demo_llava import build_tiny_videollm_model
+    from dit_lora.modeling import trainables
+    from dit_lora.families.videollm.liger import hidden_state_loss, plain_loss
 
-def _worker(rank: int, world: int, port: int, results):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        from dit_lora.families.videollm.demo_llava import build_tiny_videollm_model
-        from dit_lora.modeling import trainables
-        from dit_lora.families.videollm.liger import hidden_state_loss, plain_loss
-
-        torch.manual_seed(0)
-        model = build_tiny_videollm_model(seed=0, dtype=torch.float32)
-        model.requires_grad_(False)
-        trainables.add_lora(model, rank=4, alpha=4, dropout=0.0, seed=0,
-                          targets=("language_model.layers.0.self_attn.q_proj", "language_model.layers.1.mlp.up_proj"))
-        for n, p in model.named_parameters():  # non-zero B so every LoRA weight gets a gradient
-            if "lora_B" in n:
-                torch.nn.init.normal_(p, std=0.02)
-        model.train()
-        ddp = DDP(model)
-        gen = torch.Generator().manual_seed(100 + rank)  # each rank its own batch
-        ids = torch.randint(5, model.config.text_config.vocab_size, (2, 12), generator=gen)
-        labels = ids.clone()
-        labels[:, :4] = -100
-        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-        fused = hidden_state_loss(None, ddp, inputs, labels)
-        fused.backward()
-        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
-        model.zero_grad(set_to_none=True)
-        plain = plain_loss(None, ddp, inputs, labels)
-        plain.backward()
-        ref = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
-        results[rank] = (float(fused), float(plain), grads, ref)
-    finally:
-        dist.destroy_process_group()
+    torch.manual_seed(0)
+    model = build_tiny_videollm_model(seed=0, dtype=torch.float32)
+    model.requires_grad_(False)
+    trainables.add_lora(model, rank=4, alpha=4, dropout=0.0, seed=0,
+                        targets=("language_model.layers.0.self_attn.q_proj", "language_model.layers.1.mlp.up_proj"))
+    for n, p in model.named_parameters():  # non-zero B so every LoRA weight gets a gradient
+        if "lora_B" in n:
+            torch.nn.init.normal_(p, std=0.02)
+    model.train()
+    ddp = DDP(model)
+    gen = torch.Generator().manual_seed(100 + rank)  # each rank its own batch
+    ids = torch.randint(5, model.config.text_config.vocab_size, (2, 12), generator=gen)
+    labels = ids.clone()
+    labels[:, :4] = -100
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    fused = hidden_state_loss(None, ddp, inputs, labels)
+    fused.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    model.zero_grad(set_to_none=True)
+    plain = plain_loss(None, ddp, inputs, labels)
+    plain.backward()
+    ref = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    torch.save((float(fused), float(plain), grads, ref), os.path.join(sys.argv[1], f"rank{rank}.pt"))
+finally:
+    dist.destroy_process_group()
+"""
 
 
 @pytest.mark.slow
-def test_hidden_state_loss_goes_through_ddp_and_its_gradients_are_synchronised():
-    ctx = mp.get_context("spawn")
-    results = ctx.Manager().dict()
-    mp.start_processes(_worker, args=(2, free_port(), results), nprocs=2, join=True, start_method="spawn")
-    (f0, p0, g0, r0), (f1, p1, g1, r1) = results[0], results[1]
+def test_hidden_state_loss_goes_through_ddp_and_its_gradients_are_synchronised(tmp_path):
+    """Two ranks forked from a warm interpreter (tests/support/warm.py): what they compute, not their start."""
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    done = run_ranks(script, [tmp_path], 2, timeout=300)
+    assert [d.returncode for d in done] == [0, 0], "".join(d.stdout + d.stderr for d in done)
+    (f0, p0, g0, r0), (f1, p1, g1, r1) = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
     assert f0 == pytest.approx(p0, rel=1e-5) and f1 == pytest.approx(p1, rel=1e-5)  # same loss as the model's own
     assert f0 != pytest.approx(f1)  # the ranks saw different data...
     assert g0.keys() == r0.keys() and len(g0) == 4

@@ -1,22 +1,22 @@
 """SIGTERM / SIGINT / SIGHUP on real recipe processes: the update in flight finishes, a checkpoint is saved, the run
 exits 143 / 130 / 129 with the resume command, and the resumed run is bitwise the uninterrupted one. Instants:
 mid-update (accumulation 2), mid-save, during validation, during setup, a second signal, an external kill, two
-processes, a closed terminal (SIGHUP). A signal from outside goes to a fresh process (``_start``, the launches); the
-reference and the runs that signal themselves (DIT_LORA_SIGNAL) are forks of a warm interpreter (tests/support/warm.py),
-each resume forked from the other one than its stopped run."""
+processes, a closed terminal (SIGHUP). Every run is a fork of a warm interpreter (tests/support/warm.py): the reference,
+the runs that signal themselves (DIT_LORA_SIGNAL), those signalled from outside while they run (``_start``) and the
+launches' processes, each resume forked from the other one than its stopped run. The launchers' own handling of a
+signal is tests/commands/test_launch.py's (real launchers); a signal ignored from the process's start (nohup),
+tests/training/test_signals.py's (real processes)."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 import warm_launch
 from helpers import ROOT, base_args, read_summary, run_recipe
+from warm import start_script
 
 
 def _resume_helpers():
@@ -85,38 +85,24 @@ def test_signal_at_an_instant_saves_and_resumes_bitwise(point, at_step, code, re
 
 
 def _start(args, **env):
-    return subprocess.Popen([sys.executable, str(ROOT / "recipes" / "sana_lora.py"), *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", **env})
+    """The recipe running in the background, forked from a warm interpreter (tests/support/warm.py): the signal from
+    outside meets the handlers the recipe installs, the same code from its first line as a fresh process's."""
+    return start_script(ROOT / "recipes" / "sana_lora.py", args, env=env)
 
 
 #: the progress line after the first update (a bar's first redraw, or the plain line without a terminal)
 FIRST_STEP = "step 1/"
 
 
-def _read_until(proc, needle: str, timeout: float = 240) -> str:
-    """The process's output up to the first line holding ``needle`` (tqdm's carriage returns split lines)."""
-    seen, deadline, line = "", time.time() + timeout, ""
-    while time.time() < deadline:
-        char = proc.stdout.read(1)
-        if not char:
-            break
-        seen += char
-        line = "" if char in "\r\n" else line + char
-        if needle in line:
-            return seen
-    raise AssertionError(f"never saw {needle!r}:\n{seen}")
-
-
 @pytest.mark.slow
 def test_external_sigterm_while_training_saves_and_resumes_bitwise(reference, tmp_path, tiny_sana, shapes_data):
     """A real SIGTERM from outside, at whatever step the run is in."""
     out = tmp_path / "out"
-    proc = _start(base_args(tiny_sana, shapes_data, out, reference.parent / "cache", **OPTS))
-    early = _read_until(proc, FIRST_STEP)  # the loop has started
-    proc.send_signal(signal.SIGTERM)
-    rest, _ = proc.communicate(timeout=240)
-    text = early + rest
+    with _start(base_args(tiny_sana, shapes_data, out, reference.parent / "cache", **OPTS)) as proc:
+        proc.read_until(FIRST_STEP)  # the loop has started
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=240)
+        text = proc.output()
     step = int(text.split("stopped by SIGTERM after step ")[1].split()[0]) if proc.returncode == 143 else None
     assert step is not None, text
 
@@ -128,13 +114,17 @@ def test_external_sigterm_while_training_saves_and_resumes_bitwise(reference, tm
 @pytest.mark.slow
 def test_sighup_while_training_saves_and_exits_129(tmp_path, tiny_sana, shapes_data):
     """A closed terminal or SSH session (SIGHUP) is a stop like SIGTERM: the checkpoint is saved, exit 129."""
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:  # the run would inherit it and rightly train on
+        pytest.fail("SIGHUP is ignored in the test process (pytest started under nohup?): a run started from it "
+                    "keeps SIGHUP ignored, as under nohup. Start pytest with SIGHUP handled (setsid, tmux, screen).",
+                    pytrace=False)
     out = tmp_path / "out"
     opts = dict(OPTS, max_train_steps=100000, validation_prompt=None, checkpointing_steps=0)
-    proc = _start(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **opts))
-    early = _read_until(proc, FIRST_STEP)
-    proc.send_signal(signal.SIGHUP)
-    rest, _ = proc.communicate(timeout=240)
-    text = early + rest
+    with _start(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **opts)) as proc:
+        proc.read_until(FIRST_STEP)
+        proc.send_signal(signal.SIGHUP)
+        proc.wait(timeout=240)
+        text = proc.output()
     assert proc.returncode == 129 and "Traceback" not in text, text
     assert "received SIGHUP: finishing the current update" in text and "stopped by SIGHUP after step" in text, text
     (checkpoint,) = out.glob("checkpoint-*")
@@ -143,14 +133,15 @@ def test_sighup_while_training_saves_and_exits_129(tmp_path, tiny_sana, shapes_d
 
 @pytest.mark.slow
 def test_sigterm_during_setup_stops_in_one_line(tmp_path, tiny_sana, shapes_data):
-    proc = _start(base_args(tiny_sana, shapes_data, tmp_path / "out", tmp_path / "cache", **OPTS))
-    early = _read_until(proc, "latent cache")  # caching the latents: loaded, nothing trained yet
-    started = time.time()
-    proc.send_signal(signal.SIGTERM)
-    rest, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 143 and time.time() - started < 30, early + rest
-    assert "Traceback" not in rest and rest.count("received SIGTERM while setting up") == 1, rest
-    assert not list((tmp_path / "out").glob("checkpoint-*")) and FIRST_STEP not in early + rest
+    with _start(base_args(tiny_sana, shapes_data, tmp_path / "out", tmp_path / "cache", **OPTS)) as proc:
+        proc.read_until("latent cache")  # caching the latents: loaded, nothing trained yet
+        started = time.time()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        text = proc.output()
+    assert proc.returncode == 143 and time.time() - started < 30, text
+    assert "Traceback" not in text and text.count("received SIGTERM while setting up") == 1, text
+    assert not list((tmp_path / "out").glob("checkpoint-*")) and FIRST_STEP not in text
 
 
 @pytest.mark.slow
@@ -159,12 +150,13 @@ def test_a_second_signal_stops_at_once_leaving_the_last_whole_checkpoint(tmp_pat
     for a second one outside the repeat window: the process ends at once, checkpoint-2 whole, no new save."""
     out = tmp_path / "out"
     opts = dict(OPTS, checkpointing_steps=1, validation_inference_steps=2000)
-    proc = _start(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **opts), DIT_LORA_SIGNAL="validation:2")
-    early = _read_until(proc, "received SIGTERM")
-    time.sleep(2.5)  # past REPEAT_WINDOW_S: a real second request, not the first one delivered twice
-    proc.send_signal(signal.SIGTERM)
-    rest, _ = proc.communicate(timeout=120)
-    text = early + rest
+    with _start(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **opts),
+                DIT_LORA_SIGNAL="validation:2") as proc:
+        proc.read_until("received SIGTERM")
+        time.sleep(2.5)  # past REPEAT_WINDOW_S: a real second request, not the first one delivered twice
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        text = proc.output()
     assert proc.returncode == 143 and "again: stopped at once" in text and "Traceback" not in text, text
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     assert (out / "checkpoint-2" / "dit_lora_checkpoint_complete.json").is_file()

@@ -187,7 +187,8 @@ def test_push_later_ok_trains_and_ends_with_the_push_command(tmp_path, tiny_sana
     out = tmp_path / "out"
     args = base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=2, push_to_hub="true",
                      hub_model_id="standin-user/sana-lora", push_later_ok="true")
-    proc = run_recipe(args, env={"HF_HUB_OFFLINE": "1", "HF_TOKEN": TOKEN}, timeout=300)
+    # a fork of a warm interpreter (tests/support/warm.py): the token is read when the run asks for it
+    proc = run_recipe(args, env={"HF_HUB_OFFLINE": "1", "HF_TOKEN": TOKEN}, timeout=300, warm=True)
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 0, text
     assert "warning: --push_to_hub cannot push to standin-user/sana-lora now: HF_HUB_OFFLINE is set" in text

@@ -18,13 +18,16 @@ ran before this module). And a run that resumes (``--resume_from_checkpoint``) i
 the one whose run wrote its output folder: a resumed process never shares the writer's hash seed and memory layout,
 so a resume that depends on them (an order of names or objects from a set) fails here as it would for a user.
 
-Tests of the process itself (start-up time, what it imports or prints at import, its CPU time seen from outside,
-launchers, signals from outside) keep real subprocesses: they do not ask for ``warm``.
+A test that acts on a run from outside while it runs (a signal at some line of its output) starts it with
+:func:`start_script`, forked the same way. Tests of the process itself (start-up time, what it imports or prints at
+import, its CPU time seen from outside, a signal disposition it starts with, launchers) keep real subprocesses: they
+do not ask for ``warm``.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -32,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +46,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: these may be a fork of it (it gets its own values)
 RUNTIME_ENV = frozenset({"DIT_LORA_FAULT", "DIT_LORA_SIGNAL", "DIT_LORA_SYNC_DEBUG", "DIT_LORA_SKIP_ENV_CHECK",
                          "PYTEST_CURRENT_TEST", "DIT_LORA_TEST_ENOSPC_RANK", "DIT_LORA_TEST_ENOSPC_STEP",
+                         # huggingface_hub reads the token when a request needs it (utils/_auth.py), accelerate
+                         # its engine variables when the Accelerator's state is made (state.py, accelerator.py)
+                         "HF_TOKEN", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED",
                          # read when CUDA starts, on first use (never here: a zygote refuses a CUDA made at import)
                          "CUDA_VISIBLE_DEVICES"})
 
@@ -77,6 +84,9 @@ def _child(req):
     control.close()
     for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                             (2, req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+        if fd == 2 and path == req["stdout"]:  # stderr=STDOUT: one file, one offset
+            os.dup2(1, 2)
+            continue
         opened = os.open(path, flags, 0o644)
         os.dup2(opened, fd)
         os.close(opened)
@@ -230,6 +240,31 @@ class Zygote:
             return subprocess.CompletedProcess([sys.executable, *argv], os.waitstatus_to_exitcode(done["status"]),
                                                out.read_text(errors="replace"), err.read_text(errors="replace"))
 
+    def start(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> int:
+        """``argv`` forked from this zygote without waiting: its pid (stdout and stderr both to ``log``). The zygote
+        serves nothing else until :meth:`finish` has read the run's end."""
+        request = {"argv": [str(a) for a in argv], "env": env, "cwd": str(cwd), "stdout": str(log),
+                   "stderr": str(log)}
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return self._reply(60)["pid"]
+
+    def ended(self) -> bool:
+        """Whether the run :meth:`start` began has ended (the zygote's reply is waiting)."""
+        return bool(select.select([self.control], [], [], 0)[0])
+
+    def finish(self, pid: int, timeout: float) -> int:
+        """The exit code of the run :meth:`start` began (as ``Popen.returncode``); TimeoutExpired after ``timeout``
+        seconds, the run killed."""
+        try:
+            done = self._reply(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(pid, 9)
+            self._reply(60)
+            raise
+        CPU["seconds"] += done["cpu"]
+        return os.waitstatus_to_exitcode(done["status"])
+
     def run_group(self, runs: list[tuple[list[str], dict[str, str]]], cwd: Path, timeout: float,
                   failure_timeout: float) -> list[subprocess.CompletedProcess]:
         """The processes of one launch (``(argv, env)`` each), forked together; once one fails the others get SIGTERM,
@@ -322,6 +357,34 @@ class Pool:
                 self.writers[folder] = i
             return done
 
+    def start(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path):
+        """``(zygote, pid, done)`` of ``argv`` forked in the background (:meth:`Zygote.start`), or None when it must
+        be a real subprocess. The pool is held until ``done(timeout) -> exit code`` is called (it always releases)."""
+        if not enabled():
+            return None
+        argv = [str(a) for a in argv]
+        self.lock.acquire()
+        try:
+            picked = self._pick(argv, env, cwd)
+            if picked is None:
+                self.lock.release()
+                return None
+            i, zygote, folder = picked
+            pid = zygote.start(argv, env, cwd, log)
+        except BaseException:
+            self.lock.release()
+            raise
+
+        def done(timeout: float) -> int:
+            try:
+                code = zygote.finish(pid, timeout)
+                if folder and code != 2:
+                    self.writers[folder] = i
+                return code
+            finally:
+                self.lock.release()
+        return zygote, pid, done
+
     def _pick(self, argv: list[str], start_env: dict[str, str], cwd: Path):
         """(index, zygote, output folder) for a run of ``argv`` whose process would start with ``start_env``; None when
         it cannot be forked. Called under the lock."""
@@ -375,3 +438,111 @@ def run_script(script: Path | str, args: list[str], *, env: dict[str, str] | Non
             return done
     return subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=full_env, timeout=timeout,
                           cwd=cwd)
+
+
+def run_ranks(script: Path | str, args: list[str], world: int, *, env: dict[str, str] | None = None,
+              timeout: float = 300, cwd: Path = ROOT, warm: bool = True) -> list[subprocess.CompletedProcess]:
+    """``python <script> <args>`` as the ``world`` processes of one torch.distributed group, each with ``RANK``,
+    ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and a free ``MASTER_PORT`` (``init_process_group``'s ``env://``
+    meets; rank 0 hosts the store), one CompletedProcess a rank. Forked together from a zygote when ``warm`` and
+    :class:`Pool` allows it (once one fails the others get SIGTERM), else real subprocesses. For a test of what the
+    processes compute together, not of a launcher (tests/support/warm_launch.py runs a launch's processes)."""
+    from helpers import free_port
+
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    argv = [str(script), *map(str, args)]
+    group = {"WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    runs = [(argv, {**full_env, **group, "RANK": str(rank), "LOCAL_RANK": str(rank)}) for rank in range(world)]
+    if warm:
+        done = POOL.run_group(runs, full_env, cwd, timeout, failure_timeout=30)
+        if done is not None:
+            return done
+    procs = [subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=rank_env, cwd=cwd) for argv, rank_env in runs]
+    outs = []
+    for proc in procs:
+        try:
+            outs.append(proc.communicate(timeout=timeout))
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+    return [subprocess.CompletedProcess(proc.args, proc.returncode, out, err) for proc, (out, err) in zip(procs, outs)]
+
+
+class Started:
+    """A script's process running in the background (:func:`start_script`), for a test that acts on it from outside
+    while it runs (a signal at some line of its output): its pid, its output so far (stdout and stderr in one file,
+    as ``stderr=STDOUT``), its exit code once :meth:`wait` returns."""
+
+    def __init__(self, pid: int, log: Path, ended, finish) -> None:
+        self.pid, self.log, self._ended, self._finish = pid, log, ended, finish
+        self.returncode: int | None = None
+        self.waited = False  # wait() was called (once: a second would read a reply that is not coming)
+
+    def output(self) -> str:
+        """Everything the process has written so far."""
+        return self.log.read_text(errors="replace")
+
+    def read_until(self, needle: str, timeout: float = 240) -> str:
+        """The output once a line of it (tqdm's carriage returns split lines) holds ``needle``; AssertionError with
+        the output when the process ends or ``timeout`` seconds pass first. Polls the file (no fixed wait)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ended = self._ended()  # before reading: what an ended process wrote is all in the file
+            text = self.output()
+            if any(needle in line for line in text.replace("\r", "\n").split("\n")):
+                return text
+            if ended or time.monotonic() > deadline:
+                raise AssertionError(f"never saw {needle!r}:\n{text}")
+            time.sleep(0.05)
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def wait(self, timeout: float) -> int:
+        """The exit code (``Popen.returncode``'s convention); TimeoutExpired after ``timeout`` seconds, the process
+        killed."""
+        if not self.waited:
+            self.waited = True
+            self.returncode = self._finish(timeout)
+        return self.returncode
+
+
+@contextlib.contextmanager
+def start_script(script: Path | str, args: list[str], *, env: dict[str, str] | None = None, cwd: Path = ROOT,
+                 warm: bool = True):
+    """``python <script> <args>`` running in the background as a :class:`Started`: forked from a zygote when
+    ``warm`` and :class:`Pool` allows it, else a real subprocess. For a test of what a run does when signalled from
+    outside (a fork is the same code path from the script's first line); a test of the process's own start, or of
+    a launcher, asks ``warm=False``. A process still running when the block ends is killed. The pool serves no other
+    run until the block ends: start the next warm run (a resume) after it."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    argv = [str(script), *map(str, args)]
+    with tempfile.TemporaryDirectory(prefix="dit-lora-started-") as tmp:
+        log = Path(tmp) / "output"
+        log.touch()  # readable before the fork opens it
+        started = POOL.start(argv, full_env, cwd, log) if warm else None
+        if started is not None:
+            zygote, pid, done = started
+            proc = Started(pid, log, zygote.ended, done)
+        else:
+            with open(log, "w") as out:
+                popen = subprocess.Popen([sys.executable, *argv], stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=full_env, cwd=cwd)
+
+            def finish(timeout: float) -> int:
+                try:
+                    return popen.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    popen.kill()
+                    popen.wait()
+                    raise
+            proc = Started(popen.pid, log, lambda: popen.poll() is not None, finish)
+        try:
+            yield proc
+        finally:
+            if not proc.waited:  # the test failed before its wait: the run must not outlive it
+                with contextlib.suppress(ProcessLookupError):  # a fork that ended is reaped by its zygote
+                    os.kill(proc.pid, 9)
+                proc.wait(60)

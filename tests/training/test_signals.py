@@ -50,14 +50,19 @@ def test_training_phase_only_sets_the_flag_and_repeats_in_the_window_are_one(sto
 
 
 def test_handlers_are_given_back():
-    before = {signum: signal.getsignal(signum) for signum in signals.EXIT_CODES}
-    watcher = signals.StopSignals()
-    watcher.install()
-    try:  # a bound method is a new object on each access: compare with ==
-        assert all(signal.getsignal(signum) == watcher._handle for signum in before)
+    # SIGHUP handled, as outside nohup (a nohup'd pytest ignores it, and then install rightly leaves it alone)
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        before = {signum: signal.getsignal(signum) for signum in signals.EXIT_CODES}
+        watcher = signals.StopSignals()
+        watcher.install()
+        try:  # a bound method is a new object on each access: compare with ==
+            assert all(signal.getsignal(signum) == watcher._handle for signum in before)
+        finally:
+            watcher.uninstall()
+        assert {signum: signal.getsignal(signum) for signum in before} == before
     finally:
-        watcher.uninstall()
-    assert {signum: signal.getsignal(signum) for signum in before} == before
+        signal.signal(signal.SIGHUP, hangup)
 
 
 @pytest.mark.parametrize("rank", ["0", "1"])
@@ -82,8 +87,11 @@ SIGHUP_CHILD = textwrap.dedent("""
     from dit_lora.training import signals
     stop = signals.StopSignals(); stop.install(); stop.phase = "training"
     print("ready", flush=True)  # after install: a signal from now on is handled
-    for _ in range(100):  # 10 s of "updates"
-        time.sleep(0.1)
+    # The test writes "sent" only after its SIGHUP: by the time this read returns the kernel has delivered the signal
+    # (or dropped it, ignored), and Python runs a handler at the next bytecode; a few "updates" then see any flag.
+    sys.stdin.readline()
+    for _ in range(5):
+        time.sleep(0.02)
         if stop.should_stop():
             print("saved after", stop.signum, flush=True)
             sys.exit(stop.exit_code)
@@ -96,12 +104,13 @@ SIGHUP_CHILD = textwrap.dedent("""
 def test_sighup_saves_and_exits_129_unless_the_process_started_with_it_ignored(ignored):
     """A closed terminal (SIGHUP) stops the run like SIGTERM, exit 129; under nohup (SIGHUP ignored when the process
     starts) it stays ignored and the run goes on."""
-    preexec = (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if ignored else None
-    proc = subprocess.Popen([sys.executable, "-c", SIGHUP_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=preexec)
+    # the child's start stated either way: under a nohup'd pytest it would otherwise inherit SIGHUP ignored
+    preexec = lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN if ignored else signal.SIG_DFL)  # noqa: E731
+    proc = subprocess.Popen([sys.executable, "-c", SIGHUP_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(signal.SIGHUP)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate("sent\n", timeout=60)
     if ignored:
         assert proc.returncode == 0 and out == "ran through\n" and err == "", err
     else:
@@ -139,9 +148,12 @@ def test_train_keeps_the_handlers_the_recipe_installed_and_releases_its_own(monk
 
 
 @pytest.mark.slow
-def test_a_forwarded_repeat_after_a_stop_in_setup_is_not_a_traceback():
+def test_a_forwarded_repeat_after_a_stop_in_setup_is_not_a_traceback(tmp_path):
     """Ctrl-C under dit-lora launch reaches the training process twice (the terminal, then the launcher): the second
-    arrives after train() ended, while run_cli prints the stop; it must not become a KeyboardInterrupt."""
+    arrives after train() ended, while run_cli prints the stop; it must not become a KeyboardInterrupt. The script
+    signals itself: a fork of a warm interpreter (tests/support/warm.py), the training loop's imports paid once."""
+    from warm import run_script
+
     code = textwrap.dedent("""
         import os, signal, sys, time
         from dit_lora.core.errors import run_cli
@@ -175,7 +187,9 @@ def test_a_forwarded_repeat_after_a_stop_in_setup_is_not_a_traceback():
 
         run_cli(main)
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    script = tmp_path / "repeat.py"
+    script.write_text(code)
+    proc = run_script(script, [], timeout=120)
     assert proc.returncode == 130, proc.stderr
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr
     assert proc.stderr.count("received SIGINT while setting up") == 1, proc.stderr
@@ -199,15 +213,19 @@ def test_a_second_signal_after_the_window_exits_at_once():
     assert "again: stopped at once" in proc.stderr and "/x/out" in proc.stderr
 
 
-def test_ranks_agree_on_one_step_when_only_one_is_signalled():
+@pytest.mark.slow  # starts processes (forks of a warm interpreter)
+def test_ranks_agree_on_one_step_when_only_one_is_signalled(tmp_path):
     """Two gloo processes; only rank 1 is flagged after update 3: both stop after update 4 (the reduction started
-    after an update is read after the next one)."""
-    code = textwrap.dedent("""
-        import os, sys
+    after an update is read after the next one). Forked from a warm interpreter (tests/support/warm.py): what the
+    two compute, not their start."""
+    from warm import run_ranks
+
+    script = tmp_path / "ranks.py"
+    script.write_text(textwrap.dedent("""
         import torch.distributed as dist
         from dit_lora.training import signals
-        rank = int(sys.argv[1])
-        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=rank, world_size=2)
+        dist.init_process_group("gloo")  # env://: the group's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+        rank = dist.get_rank()
         class Acc:
             num_processes, is_main_process = 2, rank == 0
         stop = signals.StopSignals(); stop.start_training(Acc(), ".")
@@ -218,15 +236,10 @@ def test_ranks_agree_on_one_step_when_only_one_is_signalled():
                 break
         print("stopped after", step, flush=True)
         dist.destroy_process_group()
-    """)
-    from helpers import free_port
-
-    port = str(free_port())
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), port], stdout=subprocess.PIPE, text=True)
-             for r in (0, 1)]
-    outs = [p.communicate(timeout=120)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0]
-    assert outs == ["stopped after 4\n", "stopped after 4\n"], outs
+    """))
+    done = run_ranks(script, [], 2, timeout=120)
+    assert [d.returncode for d in done] == [0, 0], [d.stderr for d in done]
+    assert [d.stdout for d in done] == ["stopped after 4\n", "stopped after 4\n"], done
 
 
 def test_resume_command_drops_an_earlier_resume_and_names_the_checkpoint(monkeypatch, tmp_path):
@@ -267,6 +280,9 @@ def test_a_shell_started_run_is_not_tied_to_its_parent(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     assert not signals._launched()
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")  # exported in a shell: the parent is no launcher
+    # the parent a shell-started run has (pytest's own may be any command line, `bash -c "pytest
+    # tests/e2e/test_accelerate_configs.py"` holding a launcher's word)
+    monkeypatch.setattr(signals, "_parent_cmdline", lambda: "-bash")
     assert not signals._launched()
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
     assert signals._launched()
@@ -277,12 +293,16 @@ def test_a_launched_process_gets_sigterm_when_its_launcher_dies(tmp_path, launch
     """The middle process (a launcher) starts a child that ties itself to it, then is SIGKILLed: the child gets
     SIGTERM when launched, and lives on when started as from a shell."""
     child = textwrap.dedent(f"""
-        import signal, sys, time
+        import os, signal, sys, time
         from dit_lora.training import signals
         signal.signal(signal.SIGTERM, lambda *a: (open(sys.argv[1], "w").write("TERM"), sys.exit(0)))
         print(signals.watch_launcher(), flush=True)  # ready: after the handler, so the launcher's death finds it
-        for _ in range(40):  # 4 s: a SIGTERM from PR_SET_PDEATHSIG comes at once
-            time.sleep(0.1)
+        parent = os.getppid()
+        for _ in range(300):  # until the launcher is gone (30 s at most): the kernel sends PR_SET_PDEATHSIG's
+            time.sleep(0.02)  # SIGTERM as it exits, before this process is handed to a new parent
+            if os.getppid() != parent:
+                break
+        time.sleep(0.2)  # the handler runs at the next bytecode; a margin, as the signal is already here
         open(sys.argv[1], "w").write("survived")
     """)
     launcher = textwrap.dedent("""
