@@ -107,6 +107,35 @@ def test_release_encoders_keeps_only_the_vae_when_validation_decodes():
     assert comps.encoders == {}
 
 
+@pytest.mark.parametrize("in_a_cycle", [False, True])
+def test_a_cached_run_collects_garbage_only_when_a_released_encoder_outlives_its_release(monkeypatch, in_a_cycle):
+    """The encoders' memory goes back to the device either way; the full collection (seconds of CPU in a large
+    process) runs only when refcounting could not free an encoder (a reference cycle holds it), and frees it then."""
+    import gc
+    import weakref
+
+    from accelerate.utils import memory
+
+    collections, emptied = [], []
+    monkeypatch.setattr(memory, "clear_device_cache", lambda garbage_collection=False: (
+        collections.append(garbage_collection), gc.collect() if garbage_collection else None, emptied.append(True)))
+    monkeypatch.setattr(base, "prepare_data", lambda cfg, spec, comps, accelerator: "data")
+    text_encoder = torch.nn.Linear(1, 1)
+    if in_a_cycle:
+        text_encoder.me = [text_encoder]  # a cycle: refcounting alone never frees it
+    comps = Components(model=None, encoders={"vae": Vae(), "text_encoder": text_encoder, "tokenizer": "tok"})
+    gone, vae = weakref.ref(text_encoder), comps.encoders["vae"]
+    del text_encoder
+    cfg = SimpleNamespace(data=SimpleNamespace(cache_latents=True), validation=SimpleNamespace(validation_prompt="p"))
+    gc.disable()  # no automatic collection in between: what frees the encoder is the release itself
+    try:
+        assert base.prepare_and_release(cfg, None, comps, None) == "data"
+    finally:
+        gc.enable()
+    assert gone() is None and emptied == [True] and comps.encoders == {"vae": vae}  # freed, the cache emptied
+    assert collections == [in_a_cycle]  # the kept VAE, alive, asks for no collection
+
+
 def test_vae_on_returns_the_vae_home_even_after_an_error():
     vae = Vae()
     comps = Components(model=None, encoders={"vae": vae})
