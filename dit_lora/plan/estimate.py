@@ -59,6 +59,7 @@ trace holds whole. Activations are per rank, unchanged.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import platform
@@ -345,6 +346,21 @@ def _build(spec: FamilySpec, cfg: TrainConfig, read, depth: int | None, checkpoi
     return comps, made
 
 
+def _builds(spec: FamilySpec, cfg: TrainConfig, read, depth: int, settings: tuple[bool, ...]):
+    """``(checkpointing, components)`` at ``depth`` for each setting in ``settings`` (meta device), as
+    :func:`_build` makes them, from one build: the components are built once without checkpointing and the
+    trained model copied (before any trace leaves a cache in it) for the setting that switches it on, which is
+    all ``attach_trainables`` does differently. The frozen encoders are shared: a step does not change them."""
+    first, *rest = sorted(settings)  # without checkpointing first: a copy switches it on, never off
+    comps, _ = _build(spec, cfg, read, depth, first)
+    out = [(first, comps)]
+    for gc in rest:
+        model = copy.deepcopy(comps.model)
+        fallback.enable_gradient_checkpointing(spec, model)
+        out.append((gc, dataclasses.replace(comps, model=model)))
+    return out
+
+
 def _lycoris_layers_always_on(model: torch.nn.Module) -> None:
     """LoKr and LoHa layers (PEFT's ``LycorisLayer``) in eval mode: in training their forward draws its module dropout
     on the host (``torch.rand(1) > p``), a value fake tensors cannot give; in eval mode the layer always adds its
@@ -369,12 +385,14 @@ def _traces(
     measured: dict[tuple[str, bool], list[tuple[int, int]]] = {}
     encode_peak, batches, read_share = 0, None, {}
     mode = fake_mode()  # entered per use: the meta modules are built outside it
-    for gc in settings:
-        for depth in depths:
-            comps, _ = _build(spec, cfg, read, depth, gc)  # meta modules, outside the fake mode
+    for depth in depths:
+        faked: set[int] = set()  # the encoders shared between a depth's builds are made fake once
+        for gc, comps in _builds(spec, cfg, read, depth, settings):  # meta modules, outside the fake mode
             modules = [comps.model, *[m for m in comps.encoders.values() if isinstance(m, torch.nn.Module)]]
             for module in modules:
-                fake_module(module, mode)
+                if id(module) not in faked:
+                    fake_module(module, mode)
+                    faked.add(id(module))
             with mode:
                 fallback.configure(spec, comps, cfg)
                 if batches is None:

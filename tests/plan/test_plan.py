@@ -102,6 +102,27 @@ def test_the_run_builds_its_plan_once_when_it_does_not_fit(narrow_dit, monkeypat
     assert len(builds) == 1 and settings == [(False,), (True,)]
 
 
+def test_both_settings_are_traced_on_one_build_per_depth(narrow_dit, monkeypatch):
+    """Planning both checkpointing settings builds the components once per traced depth (the trained model copied
+    for the checkpointed trace), not once per depth and setting, and traces what a build per setting traces."""
+    from dit_lora.plan import estimate
+
+    family = get_family("dit")
+    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1)
+    alone = [  # each setting traced on a build of its own
+        make_plan(TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1,
+                              gradient_checkpointing=gc), family, device="cuda", both_settings=False)
+        for gc in (False, True)
+    ]
+    depths, real = [], estimate.planner(family).plan_components
+    monkeypatch.setattr(type(estimate.planner(family)), "plan_components",
+                        lambda self, cfg, read, depth=None: depths.append(depth) or real(cfg, read, depth))
+    both = make_plan(cfg, family, device="cuda")
+    assert depths == [None, 2]  # the full depth's weights, then one build at the model's own two blocks
+    assert [(s.bucket, s.checkpointing, s.activation_bytes, s.flops) for s in both.steps] == [
+        (s.bucket, s.checkpointing, s.activation_bytes, s.flops) for plan in alone for s in plan.steps]
+
+
 @pytest.mark.parametrize("kind", ["lokr", "loha", "dora"])
 def test_every_adapter_type_plans_and_counts_its_own_weights(narrow_dit, kind):
     """LoKr and LoHa draw their module dropout on the host in training (a value fake tensors cannot give): the plan
