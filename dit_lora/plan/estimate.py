@@ -357,16 +357,17 @@ def attach_on_meta(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfig):
 
 def _builds(spec: FamilySpec, cfg: TrainConfig, read, depth: int, settings: tuple[bool, ...]):
     """``(checkpointing, components)`` at ``depth`` for each setting in ``settings`` (meta device), as
-    :func:`_build` makes them, from one build: the components are built once without checkpointing and the
-    trained model copied (before any trace leaves a cache in it) for the setting that switches it on, which is
-    all ``attach_trainables`` does differently. The frozen encoders are shared: a step does not change them."""
+    :func:`_build` makes them, from one build: the components are built once without checkpointing and copied
+    for the setting that switches it on, which is all ``attach_trainables`` does differently. The copy is made
+    before any trace, so a cache a step leaves (CogVideoX keeps its RoPE tables in ``comps.state``) is made and
+    counted again in the other setting's trace, as in a build of its own; the frozen encoders are shared."""
     first, *rest = sorted(settings)  # without checkpointing first: a copy switches it on, never off
     comps, _ = _build(spec, cfg, read, depth, first)
     out = [(first, comps)]
     for gc in rest:
-        model = copy.deepcopy(comps.model)
-        fallback.enable_gradient_checkpointing(spec, model)
-        out.append((gc, dataclasses.replace(comps, model=model)))
+        twin = copy.deepcopy(comps, {id(part): part for part in comps.encoders.values()})
+        fallback.enable_gradient_checkpointing(spec, twin.model)
+        out.append((gc, twin))
     return out
 
 
