@@ -59,6 +59,7 @@ trace holds whole. Activations are per rank, unchanged.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import platform
@@ -339,10 +340,35 @@ def _build(spec: FamilySpec, cfg: TrainConfig, read, depth: int | None, checkpoi
     """Components at ``depth`` blocks with the run's trainables attached (meta device)."""
     comps = planner(spec).plan_components(cfg, read, depth)
     run_cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, gradient_checkpointing=checkpointing))
-    made = attach_trainables(comps.model, spec, run_cfg)
+    made = attach_on_meta(comps.model, spec, run_cfg)
     comps.model.train()
     _lycoris_layers_always_on(comps.model)
     return comps, made
+
+
+def attach_on_meta(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfig):
+    """:func:`~dit_lora.modeling.trainables.attach_trainables` on a meta model, with the weights it adds made on the
+    meta device too. PEFT makes an adapter's matrices on the default device and initialises them (random draws over
+    every LoRA weight: a fifth of a Wan 14B plan's time) before moving them to their base layer's device, meta; the
+    plan reads only their shapes and dtypes, which are the same."""
+    with torch.device("meta"):
+        return attach_trainables(model, spec, cfg)
+
+
+def _builds(spec: FamilySpec, cfg: TrainConfig, read, depth: int, settings: tuple[bool, ...]):
+    """``(checkpointing, components)`` at ``depth`` for each setting in ``settings`` (meta device), as
+    :func:`_build` makes them, from one build: the components are built once without checkpointing and copied
+    for the setting that switches it on, which is all ``attach_trainables`` does differently. The copy is made
+    before any trace, so a cache a step leaves (CogVideoX keeps its RoPE tables in ``comps.state``) is made and
+    counted again in the other setting's trace, as in a build of its own; the frozen encoders are shared."""
+    first, *rest = sorted(settings)  # without checkpointing first: a copy switches it on, never off
+    comps, _ = _build(spec, cfg, read, depth, first)
+    out = [(first, comps)]
+    for gc in rest:
+        twin = copy.deepcopy(comps, {id(part): part for part in comps.encoders.values()})
+        fallback.enable_gradient_checkpointing(spec, twin.model)
+        out.append((gc, twin))
+    return out
 
 
 def _lycoris_layers_always_on(model: torch.nn.Module) -> None:
@@ -369,12 +395,14 @@ def _traces(
     measured: dict[tuple[str, bool], list[tuple[int, int]]] = {}
     encode_peak, batches, read_share = 0, None, {}
     mode = fake_mode()  # entered per use: the meta modules are built outside it
-    for gc in settings:
-        for depth in depths:
-            comps, _ = _build(spec, cfg, read, depth, gc)  # meta modules, outside the fake mode
+    for depth in depths:
+        faked: set[int] = set()  # the encoders shared between a depth's builds are made fake once
+        for gc, comps in _builds(spec, cfg, read, depth, settings):  # meta modules, outside the fake mode
             modules = [comps.model, *[m for m in comps.encoders.values() if isinstance(m, torch.nn.Module)]]
             for module in modules:
-                fake_module(module, mode)
+                if id(module) not in faked:
+                    fake_module(module, mode)
+                    faked.add(id(module))
             with mode:
                 fallback.configure(spec, comps, cfg)
                 if batches is None:
@@ -587,7 +615,7 @@ def plan_run(
         raise ValueError(f"engine must be 'ddp' or 'fsdp2', not {engine!r}")
     full_depth, sub = _depth(spec, cfg, read)
     comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
-    checkpointing = attach_trainables(comps.model, spec, cfg).checkpointing
+    checkpointing = attach_on_meta(comps.model, spec, cfg).checkpointing
     quantizable = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
     weights, dequant, te_savings, nf4_savings = _weights(cfg, comps, quantizable)
     text_encoder = comps.encoders.get("text_encoder")
