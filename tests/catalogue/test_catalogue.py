@@ -190,7 +190,7 @@ def test_a_hub_id_picks_its_own_entry_among_twins():
 
 
 def test_every_data_file_is_listed_once_and_every_family_has_entries():
-    """The data files are the registry entries' catalogue modules: a family package's catalogue.py counts once
+    """The data files are the registry entries' catalogue packages: a family package's catalogue.json counts once
     its ENTRY names it (no list to edit elsewhere); every family gets entries."""
     import pkgutil
     from importlib import resources

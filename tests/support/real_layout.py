@@ -462,7 +462,7 @@ def qwen2_5_vl_folder(root: Path, hub_id: str = "Qwen/Qwen2.5-VL-3B-Instruct", l
     return folder
 
 
-# ---- Wan 2.1 / 2.2 (diffusers layout; the configs are dit_lora/families/wan/catalogue.py's) --------------------------
+# ---- Wan 2.1 / 2.2 (diffusers layout; the configs are dit_lora/families/wan/catalogue.json's) -------------------------
 
 def umt5_tokenizer_folder(folder: Path) -> Path:
     """Wan's tokenizer/ as the Hub has it: ``special_tokens_map.json``, ``spiece.model``, ``tokenizer.json`` and

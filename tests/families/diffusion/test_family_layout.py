@@ -5,7 +5,8 @@ Every registered family whose package sits in ``dit_lora/families/`` and whose d
 :class:`~dit_lora.families.diffusion.components.DiffusionData` is held to it, so a family added later is checked
 on registering. The layout:
 
-- ``STANDARD``: the files every diffusion family folder has; ``kernels.py`` too when the spec declares kernels.
+- ``STANDARD``: the files every diffusion family folder has; ``kernels.py`` too when the spec declares kernels;
+  ``DATA``: its data files (``catalogue.json``: the published checkpoints, their provenance and licenses).
 - ``HOMES``: the file each spec component's class is defined in (``model.py`` holds the model and what is read from
   it: buckets, defaults, notes, precision, the demo; ``encoders.py`` the encoders and their setup; ``loss.py`` the
   loss and the data path; ``adapter.py`` the adapter, its card and the files beside it; ``info.py`` a video
@@ -31,9 +32,9 @@ from dit_lora.families.diffusion.components import DiffusionData
 
 FAMILIES = "dit_lora.families."
 STANDARD = (
-    "__init__", "spec", "model", "encoders", "loss", "samples", "plan", "adapter", "demo", "catalogue", "options",
-    "state",
+    "__init__", "spec", "model", "encoders", "loss", "samples", "plan", "adapter", "demo", "options", "state",
 )
+DATA = ("catalogue.json",)
 HOMES: dict[str, tuple[str, ...]] = {
     "model": ("model",),
     "image_buckets": ("model",),
@@ -113,11 +114,11 @@ def test_the_diffusion_families_are_found():
 def test_family_folder_has_the_standard_files(package):
     names = {path.stem for path in folder(package).glob("*.py")}
     wanted = set(STANDARD) | ({"kernels"} if any(registry.get_spec(n).kernels for n in FOUND[package]) else set())
-    missing = sorted(wanted - names)
+    missing = [m + ".py" for m in sorted(wanted - names)] + [d for d in DATA if not (folder(package) / d).is_file()]
     assert not missing, (
-        f"families/{package}/ lacks {', '.join(m + '.py' for m in missing)}: every diffusion family has "
-        f"{', '.join(s + '.py' for s in STANDARD)} (and kernels.py when it declares kernels); see "
-        "tests/families/diffusion/test_family_layout.py."
+        f"families/{package}/ lacks {', '.join(missing)}: every diffusion family has "
+        f"{', '.join(s + '.py' for s in STANDARD)} and {', '.join(DATA)} (and kernels.py when it declares kernels); "
+        "see tests/families/diffusion/test_family_layout.py."
     )
 
 
