@@ -58,11 +58,11 @@ def prepare_and_release(cfg: TrainConfig, spec, comps: Components, accelerator):
     release the encoders (they are done) and give their memory back to the device (:func:`give_back_released`)."""
     data = prepare_data(cfg, spec, comps, accelerator)
     if cfg.data.cache_latents:
-        keep = bool(cfg.validation.validation_prompt)
-        encoders = comps.encoders.items()
-        released = [weakref.ref(m) for k, m in encoders if isinstance(m, torch.nn.Module) and not (keep and k == "vae")]
-        release_encoders(comps, keep_for_validation=keep)
-        give_back_released(released)
+        held = [weakref.ref(m) for m in comps.encoders.values() if isinstance(m, torch.nn.Module)]
+        release_encoders(comps, keep_for_validation=bool(cfg.validation.validation_prompt))
+        # what release_encoders let go of (a kept VAE is the same module, parked on the CPU)
+        kept = {id(m) for m in comps.encoders.values()}
+        give_back_released([ref for ref in held if id(ref()) not in kept])
     return data
 
 
@@ -484,9 +484,9 @@ class DiffusionSetup:
 class ShapesDemo:
     """``FamilySpec.demo``: the family's tiny random pipeline (``build(cfg)``, its ``demo.py``, at the run's
     ``--pretrained_model_name_or_path`` and of the family's demo options) and the shapes data set at ``size`` pixels
-    (None: ``--resolution``). ``check(cfg)``: the family's refusal of a ``--resolution`` its pipeline cannot take,
-    then the demo's own size range (:func:`~dit_lora.data.synthetic.shapes.check_demo_resolution`), before anything
-    is built or drawn."""
+    (None: ``--resolution``). Before anything is built or drawn: ``check(cfg)``, the family's refusal of a
+    ``--resolution`` its pipeline cannot take, then, where the shapes are drawn at ``--resolution``, the demo's own
+    size range (:func:`~dit_lora.data.synthetic.shapes.check_demo_resolution`)."""
 
     def __init__(
         self,
@@ -499,8 +499,10 @@ class ShapesDemo:
     def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images (a folder
         that already holds other data is trained on as it is, and said so)."""
-        if self.check is not None:  # sizes first: nothing is built (or drawn at 100000 px) for a size refused anyway
+        # sizes first: nothing is built (or drawn at 100000 px) for a size refused anyway
+        if self.check is not None:
             self.check(cfg)
+        if self.size is None:
             check_demo_resolution(cfg.data.resolution)
         self.build(cfg)
         size = self.size or cfg.data.resolution

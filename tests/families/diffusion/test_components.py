@@ -306,6 +306,12 @@ def test_the_shapes_demo_refuses_a_size_before_it_builds_or_draws_anything(tmp_p
     with pytest.raises(UserError, match="divisible by 16"):
         base.ShapesDemo(lambda cfg: built.append(cfg.model.path), check=refuse).prepare_demo(_cfg(tmp_path / "m"))
     assert built == []
+    # a family without a check of its own: the demo's size range still holds where shapes follow --resolution
+    with pytest.raises(UserError, match="outside what --demo is for"):
+        base.ShapesDemo(lambda cfg: built.append(cfg.model.path)).prepare_demo(
+            _cfg(tmp_path / "n", train_data_dir=str(data), resolution=100000)
+        )
+    assert built == [] and not data.exists()
 
 
 class Model(torch.nn.Linear):
