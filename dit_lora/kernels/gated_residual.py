@@ -80,7 +80,7 @@ def _gated_residual_fwd(residual, gate, y, out_dtype):
     out = torch.empty((bsz, n, d), dtype=kernel_dtype(out_dtype), device=residual.device)
     if bsz * n == 0:
         return out.to(out_dtype)
-    block_d, block_m, num_warps = tile_config(d)
+    block_d, block_m, num_warps = tile_config(d, n)
     _gated_residual_fwd_kernel[(triton.cdiv(n, block_m), bsz)](
         residual, gate, y, out, n, d, BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps
     )
@@ -90,7 +90,7 @@ def _gated_residual_fwd(residual, gate, y, out_dtype):
 def _gated_residual_bwd(dout, gate, y, need_dy, need_dg):
     """Launch the backward kernel; returns ``(dy, dgate)``: dy in y's dtype, dgate fp32, None where not needed."""
     bsz, n, d = dout.shape
-    block_d, block_m, num_warps = tile_config(d)
+    block_d, block_m, num_warps = tile_config(d, n)
     n_blocks = triton.cdiv(n, block_m)
     n_prog = reduction_programs(n_blocks, bsz, dout.device)
     dy = torch.empty(y.shape, dtype=kernel_dtype(y.dtype), device=y.device) if need_dy else None

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from dit_lora.kernels.optional_triton import tl, triton
-from dit_lora.kernels.triton_launch import at_least_fp32, interpreting, next_power_of_2, triton_usable
+from dit_lora.kernels.triton_launch import at_least_fp32, interpreting, next_power_of_2, triton_usable, wide_tiles
 
 __all__ = [
     "ReLULinearAttentionFunction",
@@ -34,6 +34,8 @@ __all__ = [
 # Head dims above this would need KV tiles too large for one program's registers.
 MAX_HEAD_DIM = 256
 _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# Most tokens in one block under the interpreter's wide tiles (triton_launch.wide_tiles).
+_WIDE_TOKENS = 1024
 
 
 def relu_linear_attention_reference(
@@ -235,12 +237,16 @@ if triton is not None:
             tl.store(dv_base + rows[:, None] * sdv_n + col[None, :], dv.to(dv_ptr.dtype.element_ty), mask=mask)
 
 
-def _launch_config(head_dim: int) -> tuple[int, int, int]:
-    """(BLOCK_N, BLOCK_D, num_warps) for a head dim."""
+def _launch_config(head_dim: int, tokens: int = 1) -> tuple[int, int, int]:
+    """(BLOCK_N, BLOCK_D, num_warps) for a head dim, over sequences of at most ``tokens`` tokens."""
     # tl.dot wants every block dim >= 16; Sana's head dim 32 needs no padding.
     block_d = max(16, next_power_of_2(head_dim))
+    if wide_tiles():
+        # The interpreter pays per operation, not per element: one block over the whole sequence
+        # (as far as _WIDE_TOKENS allows) is cheapest.
+        return min(_WIDE_TOKENS, max(16, next_power_of_2(tokens))), block_d, 1
     if interpreting():
-        # The interpreter pays per operation, not per element: few, wide blocks are cheapest.
+        # The GPU's token blocks, so the kernel tests loop over several of them in the interpreter.
         return 64, block_d, 1
     # Two (BLOCK_D x BLOCK_D) fp32 accumulators live in registers; shrink the token block as they grow.
     if block_d <= 64:
@@ -292,7 +298,7 @@ class ReLULinearAttentionFunction(torch.autograd.Function):
         q, k, v = _rows_contiguous(q), _rows_contiguous(k), _rows_contiguous(v)
         batch, n_q, channels = q.shape
         n_kv = k.shape[1]
-        block_n, block_d, num_warps = _launch_config(head_dim)
+        block_n, block_d, num_warps = _launch_config(head_dim, max(n_q, n_kv))
         precision = _precision(q, k, v)
         out = torch.empty((batch, n_q, channels), device=q.device, dtype=q.dtype)
         kv = torch.empty((batch * heads, block_d, block_d), device=q.device, dtype=torch.float32)

@@ -185,7 +185,7 @@ def _ln_mod_fwd(x3d, weight, bias, scale, shift, eps, out_dtype):
     rstd = torch.empty_like(mean)
     if bsz * n == 0:
         return y.to(out_dtype), mean, rstd
-    block_d, block_m, num_warps = tile_config(d)
+    block_d, block_m, num_warps = tile_config(d, n)
     _ln_mod_fwd_kernel[(triton.cdiv(n, block_m), bsz)](
         x3d,
         _or(weight, x3d),
@@ -215,7 +215,7 @@ def _ln_mod_bwd(dy, x3d, weight, bias, scale, mean, rstd, needs):
     """
     need_dx, need_dw, need_db, need_ds, need_dt = needs
     bsz, n, d = x3d.shape
-    block_d, block_m, num_warps = tile_config(d)
+    block_d, block_m, num_warps = tile_config(d, n)
     n_blocks = triton.cdiv(n, block_m)
     n_prog = reduction_programs(n_blocks, bsz, x3d.device)
     dx = torch.empty(x3d.shape, dtype=kernel_dtype(x3d.dtype), device=x3d.device) if need_dx else None

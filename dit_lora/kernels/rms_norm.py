@@ -97,7 +97,7 @@ def _rms_norm_fwd(
     rstd = torch.empty((m,), dtype=torch.float32, device=x2d.device)
     if m == 0:
         return y.to(out_dtype), rstd
-    block_d, block_m, num_warps = tile_config(d)
+    block_d, block_m, num_warps = tile_config(d, m)
     _rms_norm_fwd_kernel[(triton.cdiv(m, block_m),)](
         x2d,
         weight if weight is not None else x2d,
@@ -119,7 +119,7 @@ def _rms_norm_bwd(
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Launch the backward kernel; returns ``(dx, dweight)`` (None where not needed)."""
     m, d = x2d.shape
-    block_d, block_m, num_warps = tile_config(d)
+    block_d, block_m, num_warps = tile_config(d, m)
     n_blocks = triton.cdiv(m, block_m)
     n_prog = reduction_programs(n_blocks, 1, x2d.device)
     dx = torch.empty((m, d), dtype=kernel_dtype(x2d.dtype), device=x2d.device) if need_dx else None

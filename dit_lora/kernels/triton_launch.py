@@ -64,9 +64,28 @@ def rows_per_program(block_d: int, budget: int = 4096, most: int = 16) -> int:
 # ---- launch helpers shared by the row-wise kernels (modulate, gated residual, RMSNorm) ----
 # A row wider than this would not fit one program's registers; no diffusion transformer is near it.
 MAX_BLOCK_D = 65536
-# Programs per sample in the backward kernels under the interpreter: two is enough to exercise
-# both the strided loop over row blocks and the cross-program partial sums, and stays quick.
+# Programs per sample in the backward kernels under the interpreter with the GPU's tiling: two is
+# enough to exercise both the strided loop over row blocks and the cross-program partial sums.
 _INTERPRETER_PROGRAMS = 2
+
+#: Whether kernels under Triton's CPU interpreter take wide tiles (see :func:`wide_tiles`). The kernel
+#: unit tests set it False, to run the GPU's tiling on the interpreter: partial row blocks, the
+#: backward's strided loop over several row blocks per program and the cross-program partial sums.
+WIDE_INTERPRETER_TILES = True
+# Elements of one wide tile, and its most rows: timed in the interpreter on CogVideoX's q/k norms and
+# Sana's blocks, a larger tile than this saves no more (numpy's per-element cost takes over).
+_WIDE_BUDGET = 1 << 18
+_WIDE_ROWS = 1 << 14
+
+
+def wide_tiles() -> bool:
+    """True when kernels run in Triton's interpreter and take few wide tiles rather than the GPU's.
+
+    The interpreter pays per Python-level operation of each program, not per element: a tiny model's
+    LayerNorm over thousands of short rows costs seconds in 16-row tiles and little in one wide tile.
+    Compiled kernels (``interpreting()`` False) always take the GPU tiling.
+    """
+    return WIDE_INTERPRETER_TILES and interpreting()
 
 
 def require_triton(device: torch.device | str, op: str) -> None:
@@ -76,12 +95,20 @@ def require_triton(device: torch.device | str, op: str) -> None:
         raise RuntimeError(f"{op}: {reason or 'Triton is not installed'}; use the *_reference function instead")
 
 
-def tile_config(d: int) -> tuple[int, int, int]:
-    """``(BLOCK_D, BLOCK_M, num_warps)`` for rows of hidden size ``d``."""
+def tile_config(d: int, rows: int = 1) -> tuple[int, int, int]:
+    """``(BLOCK_D, BLOCK_M, num_warps)`` for ``rows`` rows (of one sample) of hidden size ``d``.
+
+    ``rows`` only matters under the interpreter's wide tiles (:func:`wide_tiles`), which take up to
+    all of them in one program; the GPU tiling depends on ``d`` alone.
+    """
     block_d = next_power_of_2(max(1, d))
     if block_d > MAX_BLOCK_D:
         raise ValueError(f"hidden size {d} is wider than the fused row kernels support ({MAX_BLOCK_D})")
-    block_m = rows_per_program(block_d)
+    if wide_tiles():
+        # No wider than the rows there are: padding rows cost the interpreter per element.
+        block_m = rows_per_program(block_d, _WIDE_BUDGET, min(_WIDE_ROWS, next_power_of_2(max(1, rows))))
+    else:
+        block_m = rows_per_program(block_d)
     # Roughly 8-16 fp32 elements per thread: wide enough to hide memory latency, few enough
     # live tiles (the backward keeps ~6) to stay out of local-memory spills.
     num_warps = min(16, max(4, block_m * block_d // 512))
@@ -122,5 +149,6 @@ def reduction_programs(n_blocks: int, batch: int, device: torch.device) -> int:
         index = device.index if device.index is not None else torch.cuda.current_device()
         cap = max(1, 4 * _sm_count(index) // max(1, batch))
     else:
-        cap = _INTERPRETER_PROGRAMS
+        # Wide tiles: one program per sample loops over the (few) row blocks, the cheapest launch.
+        cap = 1 if wide_tiles() else _INTERPRETER_PROGRAMS
     return max(1, min(n_blocks, cap))

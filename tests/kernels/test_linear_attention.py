@@ -1,6 +1,7 @@
 """The fused ReLU linear attention kernels against the PyTorch reference and diffusers' Sana processor.
 
-On a CPU the kernels run in Triton's interpreter (conftest sets ``TRITON_INTERPRET=1``); on a
+On a CPU the kernels run in Triton's interpreter (conftest sets ``TRITON_INTERPRET=1``), with the
+GPU's 64-token blocks (``gpu_tiling``, tests/kernels/conftest.py) so that sequences span several; on a
 CUDA machine the same tests run compiled on the GPU.
 """
 
@@ -22,6 +23,7 @@ from dit_lora.kernels.linear_attention import (  # noqa: E402
     relu_linear_attention_reference,
 )
 
+pytestmark = pytest.mark.usefixtures("gpu_tiling")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 EPS = 1e-15
 # Kernel vs reference, as a fraction of the magnitude of the terms each result sums.
@@ -223,6 +225,22 @@ def test_relu_gradient_is_zero_at_exact_zero():
     dq, dk, _ = _assert_matches(q, k, v, 2)[1]
     assert torch.equal(dq[:, ::3, ::2], torch.zeros_like(dq[:, ::3, ::2]))
     assert torch.equal(dk[:, 1::4, 1::3], torch.zeros_like(dk[:, 1::4, 1::3]))
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="compiled kernels always take the GPU's blocks")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_wide_interpreter_blocks_differ_and_match_the_reference(dtype, monkeypatch):
+    """Training runs' blocks under the interpreter: a whole sequence per block, self- and cross-attention."""
+    from dit_lora.kernels import triton_launch
+
+    assert la._launch_config(32, 150)[0] < 150  # gpu_tiling: the tests above loop over several blocks
+    monkeypatch.setattr(triton_launch, "WIDE_INTERPRETER_TILES", True)
+    assert la._launch_config(32, 150)[0] >= 150
+    for n_q, n_kv in [(150, 150), (37, 150)]:
+        q, k, v = _inputs(2, n_q, 2, 32, dtype, n_kv=n_kv)
+        _assert_matches(q, k, v, 2)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # compiled: the token count does not matter
+    assert {la._launch_config(32, n) for n in (1, 150, 5000)} == {la._launch_config(32)}
 
 
 def test_function_apply_and_empty_sequence():

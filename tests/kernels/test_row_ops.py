@@ -2,7 +2,9 @@
 
 On a CPU the kernels run in Triton's interpreter (conftest sets ``TRITON_INTERPRET=1``), so shapes
 stay small; token counts are chosen so that one sample spans several row blocks, which is where
-per-sample indexing bugs (reading the modulation row of the block instead of the sample) show.
+per-sample indexing bugs (reading the modulation row of the block instead of the sample) show. These
+tests run the GPU's tiling on the interpreter too (``gpu_tiling``, tests/kernels/conftest.py); the
+wide tiles training runs take there are checked at the end.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ pytest.importorskip("triton", reason="the fused kernels need Triton (pip install
 from dit_lora.kernels.gated_residual import gated_residual, gated_residual_reference  # noqa: E402
 from dit_lora.kernels.modulate import layernorm_modulate, layernorm_modulate_reference  # noqa: E402
 from dit_lora.kernels.rms_norm import rms_norm, rms_norm_reference  # noqa: E402
-from dit_lora.kernels.triton_launch import tile_config  # noqa: E402
+from dit_lora.kernels.triton_launch import reduction_programs, tile_config  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("gpu_tiling")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 EPS = 1e-6
 # (B, N, D): batch 1/2/3, odd and even hidden sizes, N=40 spans three 16-row blocks per sample.
@@ -314,6 +317,57 @@ def test_rms_norm_large_and_nonfinite():
     x[0, 3, 5] = float("nan")
     x[1, 20, 0] = float("inf")
     _check_nonfinite(rms_norm(x, w, eps), rms_norm_reference(x, w, eps))
+
+
+# ----------------------------------------------------------------------------------------------
+# The wide tiles training runs take under the interpreter
+
+
+def _wide_cases(b, n, d):
+    """name -> (kernel, reference, inputs(dtype), rows of one launch's sample)."""
+    return {
+        "layernorm_modulate": (layernorm_modulate, layernorm_modulate_reference,
+                               lambda dt: _ln_inputs(b, n, d, dtype=dt), n),
+        "layernorm": (layernorm_modulate, layernorm_modulate_reference,
+                      lambda dt: _ln_inputs(b, n, d, modulated=False, dtype=dt), b * n),
+        "gated_residual": (gated_residual, gated_residual_reference, lambda dt: _gr_inputs(b, n, d, dtype=dt), n),
+        "rms_norm": (rms_norm, rms_norm_reference, lambda dt: _rms_inputs((b, n, d), dtype=dt), b * n),
+    }
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="compiled kernels always take the GPU tiling")
+@pytest.mark.parametrize("kernel", list(_wide_cases(1, 1, 1)))
+def test_wide_interpreter_tiles_differ_and_match_the_reference(kernel, monkeypatch):
+    """Training runs' tiling under the interpreter: one tile per sample, one backward program; fp32 and bf16."""
+    from dit_lora.kernels import triton_launch
+
+    b, n, d = 3, 40, 72
+    fn, ref, inputs, rows = _wide_cases(b, n, d)[kernel]
+    launches = []
+    for wide in (False, True):
+        monkeypatch.setattr(triton_launch, "WIDE_INTERPRETER_TILES", wide)
+        block_m = tile_config(d, rows)[1]
+        launches.append((block_m, reduction_programs(-(-rows // block_m), b, torch.device(DEVICE))))
+    (gpu_rows, gpu_programs), (wide_rows, wide_programs) = launches
+    assert gpu_rows < rows and gpu_programs == 2, "the unit tests above run several blocks and programs"
+    assert wide_rows >= rows and wide_programs == 1, "wide tiles take a sample's rows in one program"
+    _check_fp32(fn, ref, inputs(torch.float32))
+    _check_bf16(fn, ref, inputs(torch.bfloat16))
+
+
+def test_compiled_tiling_ignores_the_interpreter_setting(monkeypatch):
+    """Without the interpreter the tiles depend on the hidden size alone, wide setting or not (GPU launches)."""
+    from dit_lora.kernels import triton_launch
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    for wide in (False, True):
+        monkeypatch.setattr(triton_launch, "WIDE_INTERPRETER_TILES", wide)
+        assert not triton_launch.wide_tiles()
+        for d in (37, 72, 130, 3072):
+            assert {tile_config(d, rows) for rows in (1, 40, 5000)} == {tile_config(d)}
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert triton_launch.wide_tiles()
+    assert tile_config(72, 5000)[1] > tile_config(72)[1]
 
 
 # ----------------------------------------------------------------------------------------------
