@@ -210,6 +210,22 @@ def model_configs(cfg: TrainConfig, *folders: str) -> tuple[dict, ...]:
     return tuple((read_component_config(cfg.model, folder) if named else None) or {} for folder in folders)
 
 
+def index_pipeline(index: dict, pipelines: tuple[str, ...]) -> str:
+    """The pipeline class of a folder's ``model_index.json`` (``index``) among a family's ``pipelines``
+    (``FamilyInfo.pipeline_classes``: FLUX.2's dev or klein): its ``_class_name`` when that is one of them, else the
+    family's first."""
+    named = index.get("_class_name")
+    return named if named in pipelines else pipelines[0]
+
+
+def folder_pipeline(model, pipelines: tuple[str, ...]) -> str:
+    """:func:`index_pipeline` of the folder ``model`` (the first of ``pipelines`` when it cannot be read; nothing is
+    read for a family of one pipeline)."""
+    if len(pipelines) == 1:
+        return pipelines[0]
+    return index_pipeline(read_component_config(model, "", "model_index.json") or {}, pipelines)
+
+
 def check_pipeline_files(parts: PipelineParts, cfg: TrainConfig) -> None:
     """A diffusers pipeline folder (``check_pipeline_folder``) of safetensors weights (``check_safetensors``) whose
     tokenizers' packages are installed (``check_tokenizer_packages``), each refusal one paragraph."""

@@ -17,9 +17,9 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionPlan
-from dit_lora.families.diffusion.loader import TextEncoder, plan_parts
+from dit_lora.families.diffusion.loader import TextEncoder, index_pipeline, plan_parts
 from dit_lora.families.flux2.encoders import max_sequence_length
-from dit_lora.families.flux2.model import PARTS, flux2_components, index_pipeline, index_text_encoder
+from dit_lora.families.flux2.model import PARTS, PIPELINES, flux2_components, index_text_encoder
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -54,7 +54,7 @@ class Flux2Plan(DiffusionPlan):
         parts = replace(PARTS, text_encoders=(TextEncoder(index_text_encoder(index)),))
         loaded = plan_parts(parts, cfg, read, depth, at_depth=with_units)
         return flux2_components(
-            index_pipeline(index), loaded, TextSettings(max_sequence_length=max_sequence_length(cfg))
+            index_pipeline(index, PIPELINES), loaded, TextSettings(max_sequence_length=max_sequence_length(cfg))
         )
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
