@@ -348,3 +348,15 @@ def test_a_folders_pipeline_is_read_only_for_a_family_of_several(monkeypatch):
     monkeypatch.setattr(loader, "read_component_config", lambda *a: reads.append(a) or {"_class_name": "BPipeline"})
     assert loader.folder_pipeline("model", ("APipeline",)) == "APipeline" and reads == []
     assert loader.folder_pipeline("model", pipelines) == "BPipeline" and reads == [("model", "", "model_index.json")]
+
+
+def test_a_block_mix_plans_units_of_both_lists_by_the_keys_a_family_states():
+    """FLUX.1's and Chroma's 19 double + 38 single blocks: a unit is 1 + 2; a config without the keys takes the
+    stated lengths; the swap reads both lists' lengths."""
+    mix = loader.BlockMix(defaults=(19, 38))
+    assert mix.at_depth({}, 3) == {"num_layers": 3, "num_single_layers": 6} and mix.at_depth({"x": 1}, None) == {"x": 1}
+    assert loader.BlockMix("depth", "depth_single", (1, 1)).at_depth({"depth": 4, "depth_single": 9}, 2) == {
+        "depth": 2,
+        "depth_single": 6,
+    }
+    assert mix.swap_depth_keys == (("transformer/config.json", "num_layers"), ("transformer/config.json", "num_single_layers"))
