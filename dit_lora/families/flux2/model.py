@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 #: the latent stride: the VAE's 8x times the 2x2 patch (``Flux2Pipeline.check_inputs``: sizes divisible by 16)
 LATENT_STRIDE = 16
+#: ``FamilySpec.image_buckets``: any aspect ratio (the transformer takes any token grid: RoPE position ids, no
+#: positional table), in steps of the latent stride
+BUCKETS = AnyAspect(LATENT_STRIDE)
 #: the family's pipelines (``FamilyInfo.pipeline_classes``; a folder's is read off its ``model_index.json``: the kit's
 #: ``folder_pipeline``, dev when it names neither)
 PIPELINES = (DEV_PIPELINE, KLEIN_PIPELINE)
@@ -102,13 +105,6 @@ PARTS = PipelineParts(
     text_encoders=(TextEncoder(TEXT_ENCODERS[DEV_PIPELINE]),),  # the folder's own: Flux2Model.text_encoder_class
     precision=Fp32VaePrecision(),  # the transformer and text encoder in the run's weight dtype, the VAE in fp32
 )
-
-
-class Flux2Buckets(AnyAspect):
-    """``FamilySpec.image_buckets``: any aspect ratio (the transformer takes any token grid: RoPE position ids, no
-    positional table), in steps of the latent stride, 16: the VAE's 8x times the 2x2 patch."""
-
-    stride = LATENT_STRIDE
 
 
 def build_demo(cfg: TrainConfig) -> None:
