@@ -8,12 +8,7 @@ from typing import TYPE_CHECKING, Any
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args
 from dit_lora.families.diffusion.loader import folder_pipeline
-from dit_lora.families.flux2.encoders import (
-    DEFAULT_MAX_SEQUENCE_LENGTH,
-    default_out_layers,
-    max_sequence_length,
-    out_layers,
-)
+from dit_lora.families.flux2.encoders import default_out_layers, max_sequence_length, out_layers
 from dit_lora.families.flux2.state import DEV_PIPELINE
 
 if TYPE_CHECKING:
@@ -46,7 +41,7 @@ def _snippet_encoding(cfg: TrainConfig, pipeline: str) -> list[str]:
     if depth is not None and out_layers(pipeline, int(depth)) != default_out_layers(pipeline):
         layers = out_layers(pipeline, int(depth))
         lines.append(f"text_encoder_out_layers={layers},  # the layers training stacked ({int(depth)}-layer encoder)")
-    if max_sequence_length(cfg) != DEFAULT_MAX_SEQUENCE_LENGTH:
+    if max_sequence_length(cfg) != max_sequence_length.default:
         lines.append(f"max_sequence_length={max_sequence_length(cfg)},  # the caption length training used")
     return lines
 

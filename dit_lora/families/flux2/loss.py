@@ -5,11 +5,9 @@ As diffusers' ``train_dreambooth_lora_flux2.py`` / ``_klein.py`` and musubi-tune
 ``x_t = (1 - sigma) x0 + sigma eps``, the packed tokens ``(B, H*W, C)`` with their ``(t, h, w, l)`` position ids, the
 transformer given ``timestep = sigma`` (it multiplies by 1000 itself), the target ``eps - x0``, the per-sample MSE
 weighted by ``compute_loss_weighting_for_sd3``. The density: ``u`` from ``compute_density_for_timestep_sampling``
-(logit-normal by default, as musubi-tuner's ``flux2_shift``), then ``sigma = s u / (1 + (s - 1) u)`` with
-``s = exp(mu)`` (FlowMatchEulerDiscreteScheduler's exponential ``time_shift``: the kit's ``scheduler_shift``), ``mu`` read off the line of the
-scheduler config (``base_shift`` at ``base_image_seq_len`` tokens to ``max_shift`` at ``max_image_seq_len``) at
-the batch's token count (musubi-tuner, ai-toolkit; ``--flux2_shift`` fixes it). Sigmas are continuous, not
-rounded to a 1000-entry table (musubi-tuner, ai-toolkit).
+(logit-normal by default, as musubi-tuner's ``flux2_shift``), then ``sigma = s u / (1 + (s - 1) u)``, continuous,
+with ``s`` the scheduler's shift at the batch's token count (the kit's ``scheduler_shift``: ``exp(mu)`` on the
+config's line from ``base_shift`` to ``max_shift``; musubi-tuner, ai-toolkit; ``--flux2_shift`` fixes it).
 """
 
 from __future__ import annotations

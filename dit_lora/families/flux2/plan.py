@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.families.diffusion.loader import BlockMix, TextEncoder, index_pipeline, plan_parts
@@ -40,9 +39,7 @@ class Flux2Plan(DiffusionPlan):
         index = read("", "model_index.json") or {}
         parts = replace(PARTS, text_encoders=(TextEncoder(index_text_encoder(index)),))
         loaded = plan_parts(parts, cfg, read, depth, at_depth=UNITS.at_depth)
-        return flux2_components(
-            index_pipeline(index, PIPELINES), loaded, TextSettings(max_sequence_length=max_sequence_length(cfg))
-        )
+        return flux2_components(index_pipeline(index, PIPELINES), loaded, max_sequence_length.settings(cfg))
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """Caption embeddings at the run's text length and the transformer's ``joint_attention_dim``, as empty
