@@ -20,8 +20,9 @@ The rules are those of diffusers' SD3 / Sana DreamBooth-LoRA training scripts
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -30,10 +31,13 @@ __all__ = [
     "density_draws",
     "draw",
     "dynamic_mu",
+    "dynamic_shift",
     "flow_tables",
     "loss_weighting",
     "noisy_latents",
     "sample_indices",
+    "scheduler_shift",
+    "shifted_sigmas",
     "training_scheduler",
     "velocity_target",
     "weighted_mse",
@@ -51,6 +55,35 @@ def dynamic_mu(seq_len: int, scheduler_config: dict[str, Any]) -> float:
     x1, x2, y1, y2 = (scheduler_config.get(k, default) for k, default in _SHIFT_LINE.items())
     slope = (y2 - y1) / (x2 - x1)
     return seq_len * slope + (y1 - slope * x1)
+
+
+def dynamic_shift(seq_len: int, scheduler_config: dict[str, Any]) -> float:
+    """The factor ``s`` of the time shift ``FlowMatchEulerDiscreteScheduler.set_timesteps(mu=...)`` applies at
+    ``seq_len`` image tokens (:func:`dynamic_mu`): ``exp(mu)`` for the exponential ``time_shift_type`` (the
+    default), ``mu`` for the linear one; :func:`shifted_sigmas` applies it."""
+    mu = dynamic_mu(seq_len, scheduler_config)
+    return mu if scheduler_config.get("time_shift_type", "exponential") == "linear" else math.exp(mu)
+
+
+def scheduler_shift(seq_len: int, scheduler_config: dict[str, Any]) -> float:
+    """The shift the checkpoint's scheduler applies to an image of ``seq_len`` tokens, as a pipeline that passes
+    ``mu`` samples it: :func:`dynamic_shift` with ``use_dynamic_shifting`` (True when the config leaves it out, as
+    the resolution-dependent configs of FLUX and Qwen-Image set it), else the config's fixed ``shift``."""
+    if scheduler_config.get("use_dynamic_shifting", True):
+        return dynamic_shift(seq_len, scheduler_config)
+    return float(scheduler_config.get("shift", 1.0))
+
+
+def shifted_sigmas(u: torch.Tensor, factor: float, form: Literal["s*u+1-u", "1+(s-1)*u"] = "s*u+1-u") -> torch.Tensor:
+    """``s u / (s u + 1 - u)`` (``form`` ``"1+(s-1)*u"``: ``s u / (1 + (s - 1) u)``, the same value written as a
+    family first wrote it: the two round differently in the last bit, and a family keeps its adapters' bits): the
+    scheduler's time shift of a density draw ``u`` in [0, 1] by ``factor`` (:func:`scheduler_shift`; sigma 0 stays
+    0 and 1 stays 1, no division by 0). Training draws ``u`` continuously and shifts it as the pipeline shifts its
+    sigmas at inference for the same image size (musubi-tuner, ai-toolkit)."""
+    if form == "1+(s-1)*u":
+        return factor * u / (1.0 + (factor - 1.0) * u)
+    scaled = factor * u
+    return scaled / (scaled + (1.0 - u))
 
 
 def training_scheduler(scheduler_config: dict[str, Any]):

@@ -264,7 +264,8 @@ class RenameTable:
         ``dit_lora.families.wan.comfyui``)."""
         package, _, stem = module.rpartition(".")
         filename = f"{stem}.json"
-        rows = read(package, filename, ("why", "modules"), required=("modules",))["modules"]
+        # ``fused`` and ``swapped``: what a fused layout says in the same file (``comfyui_fused.FusedLayout``)
+        rows = read(package, filename, ("why", "modules", "fused", "swapped"), required=("modules",))["modules"]
         for i, row in enumerate(rows if isinstance(rows, list) else [rows]):
             pair = isinstance(row, list) and len(row) == 2 and all(isinstance(name, str) for name in row)
             if not pair or row[0].split(".").count("N") > 1 or len({n.split(".").count("N") for n in row}) > 1:

@@ -129,3 +129,19 @@ def test_draw_uses_the_table_length_as_the_step_count():
     tables = fm.flow_tables(fm.training_scheduler({"num_train_timesteps": 10}), "cpu")
     got = fm.draw(torch.zeros(64, 2), tables, "none", generator=torch.Generator().manual_seed(0))
     assert int(got.indices.max()) <= 9 and len(set(got.indices.tolist())) > 5
+
+
+def test_the_schedulers_resolution_shift_and_both_written_forms():
+    """scheduler_shift is the factor set_timesteps(mu=...) shifts by (exponential: exp(mu), linear: mu; a static
+    config: its shift), and shifted_sigmas is the scheduler's time_shift in either written form."""
+    config = {"use_dynamic_shifting": True, "base_shift": 0.5, "max_shift": 1.15, "shift": 3.0}
+    mu = fm.dynamic_mu(1024, config)
+    assert fm.scheduler_shift(1024, config) == math.exp(mu) == fm.dynamic_shift(1024, config)
+    assert fm.scheduler_shift(1024, {**config, "time_shift_type": "linear"}) == mu
+    assert fm.scheduler_shift(1024, {**config, "use_dynamic_shifting": False}) == 3.0
+    scheduler = FlowMatchEulerDiscreteScheduler(use_dynamic_shifting=True)
+    u = torch.linspace(0.0, 1.0, 33, dtype=torch.float64)
+    for form in ("s*u+1-u", "1+(s-1)*u"):
+        shifted = fm.shifted_sigmas(u, math.exp(mu), form=form)
+        torch.testing.assert_close(shifted[1:], scheduler.time_shift(mu, 1.0, u[1:]))
+        assert shifted[0] == 0 and shifted[-1] == 1

@@ -30,6 +30,7 @@ import torch
 from dit_lora.catalogue import license_of
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.families.diffusion.loader import folder_pipeline
 from dit_lora.output.adapter import adapter_folder, attach_adapter, save_peft_adapter
 from dit_lora.output.names import PEFT_ADAPTER_FILE
 
@@ -71,9 +72,10 @@ class KitAdapter:
         self.info, self.fp32_vae, self.fitting, self.lora_prefix = info, fp32_vae, fitting, lora_prefix
 
     def pipeline_class(self, cfg: Any = None) -> Any:
-        """The diffusers pipeline class that saves and reloads (``info.pipeline_class_name``; ``cfg``: the run,
-        None when saving)."""
-        return diffusers_class(self.info.pipeline_class_name)
+        """The diffusers pipeline class that saves and reloads: ``info.pipeline_class_name`` when saving (``cfg``
+        None), the run's folder's own among ``info.pipeline_classes`` when reloading (:func:`folder_pipeline`)."""
+        pipelines = self.info.pipeline_classes
+        return diffusers_class(pipelines[0] if cfg is None else folder_pipeline(cfg.model, pipelines))
 
     def write_lora_file(self, output_dir: Path, lora_state: dict, lora_config: dict, weight_name: str) -> Path:
         """One LoRA file through the pipeline's own saver: the model's LoRA layers and their PEFT config."""

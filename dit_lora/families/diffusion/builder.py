@@ -43,11 +43,12 @@ def check_divisible(resolution: int, multiple: int, why: str) -> None:
 
 class AnyAspect:
     """``FamilySpec.image_buckets`` of a transformer that takes any latent grid (its patch embedding has no fixed
-    positional table, or its RoPE positions follow the grid): buckets of any aspect ratio in steps of ``stride`` (a
-    family whose stride depends on the model's configs overrides :meth:`bucket_stride`)."""
+    positional table, or its RoPE positions follow the grid): buckets of any aspect ratio in steps of ``stride``, the
+    latent stride in pixels, the VAE's downsampling x the patch size (a family whose stride depends on the model's
+    configs overrides :meth:`bucket_stride`)."""
 
-    #: the latent stride in pixels: the VAE's downsampling x the patch size
-    stride = 16
+    def __init__(self, stride: int = 16) -> None:
+        self.stride = stride
 
     def bucket_stride(self, cfg: TrainConfig) -> int:
         """:attr:`stride`."""

@@ -25,6 +25,7 @@ heavy imports stay inside the call.
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -210,6 +211,22 @@ def model_configs(cfg: TrainConfig, *folders: str) -> tuple[dict, ...]:
     return tuple((read_component_config(cfg.model, folder) if named else None) or {} for folder in folders)
 
 
+def index_pipeline(index: dict, pipelines: tuple[str, ...]) -> str:
+    """The pipeline class of a folder's ``model_index.json`` (``index``) among a family's ``pipelines``
+    (``FamilyInfo.pipeline_classes``: FLUX.2's dev or klein): its ``_class_name`` when that is one of them, else the
+    family's first."""
+    named = index.get("_class_name")
+    return named if named in pipelines else pipelines[0]
+
+
+def folder_pipeline(model, pipelines: tuple[str, ...]) -> str:
+    """:func:`index_pipeline` of the folder ``model`` (the first of ``pipelines`` when it cannot be read; nothing is
+    read for a family of one pipeline)."""
+    if len(pipelines) == 1:
+        return pipelines[0]
+    return index_pipeline(read_component_config(model, "", "model_index.json") or {}, pipelines)
+
+
 def check_pipeline_files(parts: PipelineParts, cfg: TrainConfig) -> None:
     """A diffusers pipeline folder (``check_pipeline_folder``) of safetensors weights (``check_safetensors``) whose
     tokenizers' packages are installed (``check_tokenizer_packages``), each refusal one paragraph."""
@@ -306,6 +323,39 @@ def read_parts(model: KitModel, parts: PipelineParts, cfg: TrainConfig) -> Loade
     if parts.scheduler is None:  # a small file read as it is (never raises: None when it cannot be read)
         loaded.scheduler_config = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
     return loaded
+
+
+@dataclass(frozen=True)
+class BlockMix:
+    """A transformer of two block lists (Black Forest Labs' double-stream then single-stream blocks: FLUX.2, FLUX.1,
+    Chroma), as the memory plan counts it.
+
+    The planner traces two and three "blocks" and extrapolates to the depth its ``depth_key`` reads (the first
+    list's length), so one planned unit is one block of the first list with its share of the second, rounded up
+    (FLUX.2 [dev]: 8 double, 48 single, so 1 + 6), and the extrapolation adds whole units of the real model's mix.
+    A family states the config keys of both lengths and the lengths to assume where a config leaves them out."""
+
+    #: the config keys of the two lists' lengths
+    first: str = "num_layers"
+    second: str = "num_single_layers"
+    #: the lengths where the config has none (the family's largest model's)
+    defaults: tuple[int, int] = (1, 1)
+
+    def at_depth(self, config: dict, units: int | None) -> dict:
+        """The transformer config cut to ``units`` planned units (None: unchanged): :func:`plan_parts`' ``at_depth``."""
+        out = dict(config)
+        if units is None:
+            return out
+        first, second = int(config.get(self.first, self.defaults[0])), int(config.get(self.second, self.defaults[1]))
+        out[self.first] = units
+        out[self.second] = units * math.ceil(second / max(first, 1))
+        return out
+
+    @property
+    def swap_depth_keys(self) -> tuple[tuple[str, str], ...]:
+        """Each list's length in the transformer config: ``DiffusionPlan.swap_depth_keys`` (``--blocks_to_swap``
+        counts the longest: ``block_swap.per_list_counts``)."""
+        return (("transformer/config.json", self.first), ("transformer/config.json", self.second))
 
 
 def plan_parts(

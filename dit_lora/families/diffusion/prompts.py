@@ -10,13 +10,17 @@ with their attention mask), its negative prompt and its own keywords (the captio
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.loader import model_class
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: what an ``encode_prompt`` returns for the captions (then the same for the negative), by what a family caches
 EMBEDS = ("prompt_embeds",)
@@ -39,6 +43,27 @@ def text_pipeline(comps: Components, pipeline: str) -> Any:
 def caption_length(text: TextSettings | None, default: int) -> int:
     """The caption length the run's text settings record (``default`` before they are recorded)."""
     return text.max_sequence_length if text else default
+
+
+@dataclass(frozen=True)
+class CaptionLength:
+    """A pipeline's caption length, its ``encode_prompt``'s ``max_sequence_length``: called with the run's config,
+    ``--max_sequence_length``, else the pipeline's ``default``."""
+
+    #: the pipeline's default ``max_sequence_length``
+    default: int
+
+    def __call__(self, cfg: TrainConfig) -> int:
+        """``--max_sequence_length``, else :attr:`default`."""
+        return cfg.data.max_sequence_length or self.default
+
+    def settings(self, cfg: TrainConfig) -> TextSettings:
+        """The run's text settings of a family whose captions have only a length (no instruction)."""
+        return TextSettings(max_sequence_length=self(cfg))
+
+    def recorded(self, text: TextSettings | None) -> int:
+        """:func:`caption_length` of the run's text settings (:attr:`default` before they are recorded)."""
+        return caption_length(text, self.default)
 
 
 def instruction(text: TextSettings | None) -> list[str] | None:

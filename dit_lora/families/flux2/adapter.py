@@ -6,14 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.catalogue.defaults import config_reader
-from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, diffusers_class, image_call_args
-from dit_lora.families.flux2.encoders import (
-    DEFAULT_MAX_SEQUENCE_LENGTH,
-    default_out_layers,
-    max_sequence_length,
-    out_layers,
-)
-from dit_lora.families.flux2.model import folder_pipeline
+from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args
+from dit_lora.families.diffusion.loader import folder_pipeline
+from dit_lora.families.flux2.encoders import default_out_layers, max_sequence_length, out_layers
 from dit_lora.families.flux2.state import DEV_PIPELINE
 
 if TYPE_CHECKING:
@@ -26,10 +21,6 @@ class Flux2Adapter(KitAdapter):
     Both pipelines inherit ``save_lora_weights`` from ``Flux2LoraLoaderMixin`` unchanged, so one saver writes the
     file either loads (``transformer.*``). The reload is the folder's stock pipeline in the run's weight dtype (its
     VAE too, as diffusers' examples load it: the pipeline decodes in the transformer's dtype)."""
-
-    def pipeline_class(self, cfg: Any = None) -> Any:
-        """The folder's pipeline (``Flux2Pipeline`` or ``Flux2KleinPipeline``); the family's when saving."""
-        return super().pipeline_class() if cfg is None else diffusers_class(folder_pipeline(cfg.model))
 
     def pipeline_parts(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
         """The tokenizer as ``AutoTokenizer`` loads it: FLUX.2 [dev]'s folder names a ``PixtralProcessor``, which
@@ -50,7 +41,7 @@ def _snippet_encoding(cfg: TrainConfig, pipeline: str) -> list[str]:
     if depth is not None and out_layers(pipeline, int(depth)) != default_out_layers(pipeline):
         layers = out_layers(pipeline, int(depth))
         lines.append(f"text_encoder_out_layers={layers},  # the layers training stacked ({int(depth)}-layer encoder)")
-    if max_sequence_length(cfg) != DEFAULT_MAX_SEQUENCE_LENGTH:
+    if max_sequence_length(cfg) != max_sequence_length.default:
         lines.append(f"max_sequence_length={max_sequence_length(cfg)},  # the caption length training used")
     return lines
 
@@ -61,7 +52,7 @@ class Flux2Card(KitCard):
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The folder's pipeline with the adapter loaded, one image at the run's validation settings, its prompt
         encoded as training encoded it (the stacked layers and caption length when they are not the pipeline's)."""
-        cls = folder_pipeline(cfg.model)
+        cls = folder_pipeline(cfg.model, self.info.pipeline_classes)
         encoding = _snippet_encoding(cfg, cls)
         # FLUX.2 [dev]'s tokenizer folder names a PixtralProcessor, which needs torchvision (for images the prompts
         # never carry): its text half is the tokenizer AutoTokenizer loads

@@ -13,20 +13,16 @@ from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.adapter import diffusers_class
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.prompts import caption_length, text_pipeline
+from dit_lora.families.diffusion.prompts import CaptionLength, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import encoder_identity
 from dit_lora.families.flux2.state import run_state
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
-#: both pipelines' default ``max_sequence_length`` (every caption is padded to it; the transformer sees no mask)
-DEFAULT_MAX_SEQUENCE_LENGTH = 512
-
-
-def max_sequence_length(cfg: TrainConfig) -> int:
-    """``--max_sequence_length``, else the pipelines' 512."""
-    return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
+#: ``--max_sequence_length``, else both pipelines' default, 512 (every caption is padded to it; the transformer sees
+#: no mask)
+max_sequence_length = CaptionLength(512)
 
 
 def default_out_layers(pipeline: str) -> tuple[int, ...]:
@@ -73,7 +69,7 @@ class Flux2Encoders(DiffusionEncoders):
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length (padded to it, as both pipelines do)."""
-        return TextSettings(max_sequence_length=max_sequence_length(cfg))
+        return max_sequence_length.settings(cfg)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype, caption length and stacked layers."""
@@ -97,7 +93,7 @@ class Flux2Encoders(DiffusionEncoders):
         pipe = text_pipeline(comps, state.pipeline_class)
         kwargs = {
             "device": comps.encoders["text_encoder"].device,
-            "max_sequence_length": caption_length(state.text, DEFAULT_MAX_SEQUENCE_LENGTH),
+            "max_sequence_length": max_sequence_length.recorded(state.text),
             "text_encoder_out_layers": state.out_layers,
         }
         with torch.no_grad():

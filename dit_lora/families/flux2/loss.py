@@ -5,16 +5,13 @@ As diffusers' ``train_dreambooth_lora_flux2.py`` / ``_klein.py`` and musubi-tune
 ``x_t = (1 - sigma) x0 + sigma eps``, the packed tokens ``(B, H*W, C)`` with their ``(t, h, w, l)`` position ids, the
 transformer given ``timestep = sigma`` (it multiplies by 1000 itself), the target ``eps - x0``, the per-sample MSE
 weighted by ``compute_loss_weighting_for_sd3``. The density: ``u`` from ``compute_density_for_timestep_sampling``
-(logit-normal by default, as musubi-tuner's ``flux2_shift``), then ``sigma = s u / (1 + (s - 1) u)`` with
-``s = exp(mu)`` (FlowMatchEulerDiscreteScheduler's exponential ``time_shift``), ``mu`` read off the line of the
-scheduler config (``base_shift`` at ``base_image_seq_len`` tokens to ``max_shift`` at ``max_image_seq_len``) at
-the batch's token count (musubi-tuner, ai-toolkit; ``--flux2_shift`` fixes it). Sigmas are continuous, not
-rounded to a 1000-entry table (musubi-tuner, ai-toolkit).
+(logit-normal by default, as musubi-tuner's ``flux2_shift``), then ``sigma = s u / (1 + (s - 1) u)``, continuous,
+with ``s`` the scheduler's shift at the batch's token count (the kit's ``scheduler_shift``: ``exp(mu)`` on the
+config's line from ``base_shift`` to ``max_shift``; musubi-tuner, ai-toolkit; ``--flux2_shift`` fixes it).
 """
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,7 +19,14 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.flux2.state import run_state
-from dit_lora.modeling.flow_matching import density_draws, dynamic_mu, loss_weighting, noisy_latents, velocity_target
+from dit_lora.modeling.flow_matching import (
+    density_draws,
+    loss_weighting,
+    noisy_latents,
+    scheduler_shift,
+    shifted_sigmas,
+    velocity_target,
+)
 from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 if TYPE_CHECKING:
@@ -30,18 +34,8 @@ if TYPE_CHECKING:
 
 
 def batch_shift(image_tokens: int, scheduler_config: dict[str, Any], fixed: float | None) -> float:
-    """The shift ``s`` of a batch: ``--flux2_shift``, else ``exp(mu)`` of its tokens with a dynamic-shifting
-    scheduler, else the config's ``shift``."""
-    if fixed is not None:
-        return float(fixed)
-    if scheduler_config.get("use_dynamic_shifting", True):
-        return math.exp(dynamic_mu(image_tokens, scheduler_config))
-    return float(scheduler_config.get("shift", 1.0))
-
-
-def shift_sigmas(u: torch.Tensor, shift: float) -> torch.Tensor:
-    """``s u / (1 + (s - 1) u)``: the scheduler's exponential time shift at ``mu = log s`` (sigma 1 stays 1)."""
-    return shift * u / (1.0 + (shift - 1.0) * u)
+    """The shift ``s`` of a batch: ``--flux2_shift``, else the scheduler's at its token count (``scheduler_shift``)."""
+    return float(fixed) if fixed is not None else scheduler_shift(image_tokens, scheduler_config)
 
 
 def latent_ids(height: int, width: int, device) -> torch.Tensor:
@@ -86,7 +80,7 @@ class Flux2Loss(DiffusionLoss):
         noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
         u = density_draws(options, batch_size, latents.device, generator)
         shift = batch_shift(height * width, state.scheduler_config, options.flux2_shift)
-        sigmas = shift_sigmas(u, shift).to(latents.dtype)
+        sigmas = shifted_sigmas(u, shift, form="1+(s-1)*u").to(latents.dtype)
         embeds = batch["prompt_embeds"]
         guidance = None
         if state.guidance_embeds:  # FLUX.2 [dev]: guidance-distilled, fed one fixed value (--flux2_train_guidance)

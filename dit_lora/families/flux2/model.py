@@ -11,7 +11,14 @@ from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
 from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.loader import (
+    KitModel,
+    LoadedParts,
+    PipelineParts,
+    TextEncoder,
+    folder_pipeline,
+    index_pipeline,
+)
 from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux2.encoders import out_layers, text_depth
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
@@ -23,23 +30,19 @@ if TYPE_CHECKING:
 
 #: the latent stride: the VAE's 8x times the 2x2 patch (``Flux2Pipeline.check_inputs``: sizes divisible by 16)
 LATENT_STRIDE = 16
+#: ``FamilySpec.image_buckets``: any aspect ratio (the transformer takes any token grid: RoPE position ids, no
+#: positional table), in steps of the latent stride
+BUCKETS = AnyAspect(LATENT_STRIDE)
+#: the family's pipelines (``FamilyInfo.pipeline_classes``; a folder's is read off its ``model_index.json``: the kit's
+#: ``folder_pipeline``, dev when it names neither)
+PIPELINES = (DEV_PIPELINE, KLEIN_PIPELINE)
 #: the text encoder class each pipeline loads when ``model_index.json`` cannot be read
 TEXT_ENCODERS = {DEV_PIPELINE: "Mistral3ForConditionalGeneration", KLEIN_PIPELINE: "Qwen3ForCausalLM"}
 
 
-def index_pipeline(index: dict) -> str:
-    """``Flux2Pipeline`` or ``Flux2KleinPipeline``, from a folder's ``model_index.json`` (dev when it names neither)."""
-    return KLEIN_PIPELINE if index.get("_class_name") == KLEIN_PIPELINE else DEV_PIPELINE
-
-
 def index_text_encoder(index: dict) -> str:
     """The text encoder class ``model_index.json`` names (dev: Mistral 3, klein: Qwen3), else its pipeline's."""
-    return (index.get("text_encoder") or [None, TEXT_ENCODERS[index_pipeline(index)]])[1]
-
-
-def folder_pipeline(model) -> str:
-    """:func:`index_pipeline` of the folder ``model`` (dev when unreadable)."""
-    return index_pipeline(read_component_config(model, "", "model_index.json") or {})
+    return (index.get("text_encoder") or [None, TEXT_ENCODERS[index_pipeline(index, PIPELINES)]])[1]
 
 
 def check_resolution(resolution: int) -> None:
@@ -67,7 +70,7 @@ class Flux2Model(KitModel):
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """:func:`flux2_components` of the folder's pipeline."""
-        return flux2_components(folder_pipeline(cfg.model), loaded)
+        return flux2_components(folder_pipeline(cfg.model, PIPELINES), loaded)
 
     def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
         """``--lora_layers``, else diffusers' FLUX.2 script's default: the double blocks' image-stream attention
@@ -102,13 +105,6 @@ PARTS = PipelineParts(
     text_encoders=(TextEncoder(TEXT_ENCODERS[DEV_PIPELINE]),),  # the folder's own: Flux2Model.text_encoder_class
     precision=Fp32VaePrecision(),  # the transformer and text encoder in the run's weight dtype, the VAE in fp32
 )
-
-
-class Flux2Buckets(AnyAspect):
-    """``FamilySpec.image_buckets``: any aspect ratio (the transformer takes any token grid: RoPE position ids, no
-    positional table), in steps of the latent stride, 16: the VAE's 8x times the 2x2 patch."""
-
-    stride = LATENT_STRIDE
 
 
 def build_demo(cfg: TrainConfig) -> None:

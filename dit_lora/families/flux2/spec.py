@@ -19,7 +19,7 @@ from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
 from dit_lora.families.flux2.comfyui import EXPORT
 from dit_lora.families.flux2.encoders import Flux2Encoders
 from dit_lora.families.flux2.loss import Flux2Loss
-from dit_lora.families.flux2.model import DEMO, PARTS, Flux2Buckets, Flux2Model, Flux2Notes
+from dit_lora.families.flux2.model import BUCKETS, DEMO, PARTS, Flux2Model, Flux2Notes
 from dit_lora.families.flux2.plan import Flux2Plan
 from dit_lora.families.flux2.samples import Flux2Samples
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, run_state
@@ -48,7 +48,7 @@ def flux2_spec(name: str = "flux2") -> FamilySpec:
         samples=Flux2Samples,
         plan=Flux2Plan,
         adapter=Flux2Adapter(INFO),
-        image_buckets=Flux2Buckets(),
+        image_buckets=BUCKETS,
         card=Flux2Card(INFO),
         exports=EXPORT,
         adapter_extras=EXPORT,

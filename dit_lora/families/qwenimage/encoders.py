@@ -12,24 +12,19 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.prompts import caption_length, text_pipeline
+from dit_lora.families.diffusion.prompts import CaptionLength, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.qwenimage.state import run_state
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
-#: QwenImagePipeline.__call__'s default ``max_sequence_length``
-DEFAULT_MAX_SEQUENCE_LENGTH = 512
+#: ``--max_sequence_length``, else QwenImagePipeline.__call__'s default, 512
+max_sequence_length = CaptionLength(512)
 #: QwenImagePipeline.check_inputs: "`max_sequence_length` cannot be greater than 1024"
 MAX_SEQUENCE_LENGTH = 1024
 #: the negative prompt of the validation samples (Qwen-Image's model card: " " turns classifier-free guidance on)
 NEGATIVE_PROMPT = " "
-
-
-def max_sequence_length(cfg: TrainConfig) -> int:
-    """``--max_sequence_length``, else the pipeline's default (512)."""
-    return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
 
 
 def pad_text(embeds: torch.Tensor, mask: torch.Tensor | None, length: int) -> dict[str, torch.Tensor]:
@@ -50,7 +45,7 @@ class QwenImageEncoders(DiffusionEncoders):
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length (the template is the pipeline's own, not a setting)."""
-        return TextSettings(max_sequence_length=max_sequence_length(cfg))
+        return max_sequence_length.settings(cfg)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model and its stamp, revision, variant, text dtype and length (and a quantized text encoder)."""
@@ -79,7 +74,7 @@ class QwenImageEncoders(DiffusionEncoders):
     ) -> dict[str, torch.Tensor]:
         """Captions through ``QwenImagePipeline.encode_prompt``, padded to the run's text length (and the negative,
         ``" "``, on request)."""
-        length = caption_length(run_state(comps).text, DEFAULT_MAX_SEQUENCE_LENGTH)
+        length = max_sequence_length.recorded(run_state(comps).text)
         pipe = text_pipeline(comps, "QwenImagePipeline")
         device = comps.encoders["text_encoder"].device
         with torch.no_grad():

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 #: the latent stride: the VAE's 8x times the transformer's 2 x 2 patches (QwenImagePipeline's
 #: ``vae_scale_factor * 2``, what ``height`` and ``width`` must be divisible by)
 LATENT_STRIDE = 16
+#: ``FamilySpec.image_buckets``: any aspect ratio (the transformer's RoPE takes each image's own latent height and
+#: width, ``img_shapes``), in steps of the latent stride
+BUCKETS = AnyAspect(LATENT_STRIDE)
 EXAMPLE_ID = "Qwen/Qwen-Image"
 
 
@@ -112,13 +115,6 @@ class QwenImageDefaults:
         if not read_component_config(cfg.model, "transformer"):
             return {}
         return {"resolution": (1024, "QwenImagePipeline's default_sample_size 128 x the VAE's 8")}
-
-
-class QwenImageBuckets(AnyAspect):
-    """``FamilySpec.image_buckets``: any aspect ratio (the transformer's RoPE takes each image's own latent height and
-    width, ``img_shapes``), in steps of the latent stride, 16 px: the VAE's 8x times the 2 x 2 patches."""
-
-    stride = LATENT_STRIDE
 
 
 class QwenImageDemo:

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.families.qwenimage.encoders import max_sequence_length
@@ -44,7 +43,7 @@ class QwenImagePlan(DiffusionPlan):
         scheduler_config = read("scheduler", "scheduler_config.json") or {}
         state = QwenImageRun(
             scheduler_config=dict(scheduler_config),
-            text=TextSettings(max_sequence_length=max_sequence_length(cfg)),
+            text=max_sequence_length.settings(cfg),
             latents_mean=tuple(vae_config.get("latents_mean", ())),
             latents_std=tuple(vae_config.get("latents_std", ())),
         )

@@ -8,17 +8,15 @@ max_image_seq_len, base_shift, max_shift)`` from the packed latent's token count
 (``dynamic``: musubi-tuner's ``qwen_shift``, which takes the same line through (256, 0.5) and (8192, 0.9)), by a fixed
 shift ``s * u / (1 + (s - 1) u)`` (``fixed``), or not at all (``none``: diffusers' DreamBooth script, whose scheduler
 has ``use_dynamic_shifting`` and so an unshifted table). The inference-only ``shift_terminal`` stretch is not applied
-(neither reference trainer applies it). Written as ``e u / (e u + 1 - u)`` so ``u = 0`` gives 0, not a division by 0.
+(neither reference trainer applies it). The factor and the shift are the kit's
+(:func:`~dit_lora.modeling.flow_matching.dynamic_shift`, :func:`~dit_lora.modeling.flow_matching.shifted_sigmas`).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import torch
-
-from dit_lora.modeling.flow_matching import dynamic_mu
+from dit_lora.modeling.flow_matching import dynamic_shift, shifted_sigmas
 
 
 def image_seq_len(latent_height: int, latent_width: int, patch_size: int = 2) -> int:
@@ -35,14 +33,7 @@ def shift_factor(mode: str, seq_len: int, scheduler_config: dict[str, Any], fixe
         return float(fixed_shift)
     if mode != "dynamic":
         raise ValueError(f"unknown shift mode {mode!r}")
-    mu = dynamic_mu(seq_len, scheduler_config)
-    return mu if scheduler_config.get("time_shift_type", "exponential") == "linear" else math.exp(mu)
-
-
-def shifted_sigmas(u: torch.Tensor, factor: float) -> torch.Tensor:
-    """``factor * u / (factor * u + 1 - u)``: the scheduler's time shift of ``u`` (finite for ``u`` in [0, 1])."""
-    scaled = factor * u
-    return scaled / (scaled + (1.0 - u))
+    return dynamic_shift(seq_len, scheduler_config)
 
 
 __all__ = ["image_seq_len", "shift_factor", "shifted_sigmas"]

@@ -21,8 +21,8 @@ from dit_lora.families.qwenimage.edit import EditEncoders, EditLoss, EditSamples
 from dit_lora.families.qwenimage.encoders import QwenImageEncoders, QwenImageSetup
 from dit_lora.families.qwenimage.loss import QwenImageData, QwenImageLoss
 from dit_lora.families.qwenimage.model import (
+    BUCKETS,
     PARTS,
-    QwenImageBuckets,
     QwenImageDefaults,
     QwenImageDemo,
     QwenImageEditModel,
@@ -77,7 +77,7 @@ def qwenimage_spec(name: str = "qwenimage") -> FamilySpec:
         adapter=QwenImageAdapter(info),
         exports=EXPORTS,
         adapter_extras=EXPORTS,  # a LoKr/LoHa run's ComfyUI file
-        image_buckets=QwenImageBuckets(),
+        image_buckets=BUCKETS,
         card=QwenImageCard(info),
         defaults=QwenImageDefaults(),
         setup=EditSetup(encoders) if edit else QwenImageSetup(encoders),

@@ -8,18 +8,14 @@ from typing import TYPE_CHECKING
 import torch
 
 from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.prompts import CaptionLength
 from dit_lora.families.diffusion.text_conditioned import InstructedCaptions
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
-#: SanaPipeline's default ``max_sequence_length``
-DEFAULT_MAX_SEQUENCE_LENGTH = 300
-
-
-def max_sequence_length(cfg: TrainConfig) -> int:
-    """``--max_sequence_length``, else SanaPipeline's default."""
-    return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
+#: ``--max_sequence_length``, else SanaPipeline's default, 300
+max_sequence_length = CaptionLength(300)
 
 
 class SanaEncoders(InstructedCaptions):
@@ -27,7 +23,7 @@ class SanaEncoders(InstructedCaptions):
     run encodes captions, said without loading a weight: SanaPipeline's ``encode_prompt`` and instruction
     (:class:`~dit_lora.families.diffusion.text_conditioned.InstructedCaptions`), at ``--max_sequence_length``."""
 
-    pipeline, identity_family, default_length = "SanaPipeline", "sana", DEFAULT_MAX_SEQUENCE_LENGTH
+    pipeline, identity_family, default_length = "SanaPipeline", "sana", max_sequence_length.default
 
     def text_length(self, cfg: TrainConfig) -> int:
         """:func:`max_sequence_length`."""

@@ -12,19 +12,14 @@ from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.latents import scaled_latents
-from dit_lora.families.diffusion.prompts import caption_length, pipeline_prompts
+from dit_lora.families.diffusion.prompts import CaptionLength, pipeline_prompts
 from dit_lora.families.diffusion.text_conditioned import encoder_identity
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
-#: ZImagePipeline's default ``max_sequence_length`` (the chat template's tokens count in it)
-DEFAULT_MAX_SEQUENCE_LENGTH = 512
-
-
-def max_sequence_length(cfg: TrainConfig) -> int:
-    """``--max_sequence_length``, else ZImagePipeline's default."""
-    return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
+#: ``--max_sequence_length``, else ZImagePipeline's default, 512 (the chat template's tokens count in it)
+max_sequence_length = CaptionLength(512)
 
 
 def padded(embeds: list[torch.Tensor], length: int) -> dict[str, torch.Tensor]:
@@ -47,7 +42,7 @@ class ZImageEncoders(DiffusionEncoders):
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length (template tokens included, as the pipeline counts them)."""
-        return TextSettings(max_sequence_length=max_sequence_length(cfg))
+        return max_sequence_length.settings(cfg)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype and caption length (and a quantized encoder)."""
@@ -64,7 +59,7 @@ class ZImageEncoders(DiffusionEncoders):
         """Captions through ZImagePipeline's own ``encode_prompt`` (the empty caption as the negative), padded to
         the run's caption length with their lengths."""
         text = comps.state.text if comps.state is not None else None
-        length = caption_length(text, DEFAULT_MAX_SEQUENCE_LENGTH)
+        length = max_sequence_length.recorded(text)
         # negative None: the pipeline's own, an empty caption per caption
         raw = pipeline_prompts(
             comps, "ZImagePipeline", captions, with_negative=with_negative, negative=None, max_sequence_length=length

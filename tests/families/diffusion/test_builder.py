@@ -14,7 +14,7 @@ from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion import components as base
 from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import LatentGrid, PatchPoints, default_components, diffusion_spec
+from dit_lora.families.diffusion.builder import AnyAspect, LatentGrid, PatchPoints, default_components, diffusion_spec
 
 INFO = FamilyInfo(pipeline_class_name="SanaPipeline")
 
@@ -151,3 +151,9 @@ def test_check_divisible_says_why_and_the_nearest_sizes():
     with pytest.raises(UserError, match=r"^--resolution 520 is not divisible by 16: the VAE's 8x times 2x2\. "
                                         r"Use 512 or 528\.$"):
         check_divisible(520, 16, "the VAE's 8x times 2x2")
+
+
+def test_any_aspect_takes_the_familys_stride_as_a_value():
+    cfg = TrainConfig()
+    assert AnyAspect().bucket_stride(cfg) == 16 and AnyAspect(32).bucket_stride(cfg) == 32
+    assert AnyAspect(32).square_only(cfg) is None

@@ -335,3 +335,28 @@ def test_model_configs_read_the_named_model_and_stand_empty_without_one(tmp_path
     named = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tmp_path))
     assert loader.model_configs(named, "transformer", "vae") == ({"patch_size": 2}, {})
     assert loader.model_configs(TrainConfig(), "transformer", "vae") == ({}, {})
+
+
+def test_a_folders_pipeline_is_read_only_for_a_family_of_several(monkeypatch):
+    """index_pipeline: model_index.json's _class_name among the family's pipelines, else the first; folder_pipeline
+    reads nothing for a family of one pipeline."""
+    pipelines = ("APipeline", "BPipeline")
+    assert loader.index_pipeline({"_class_name": "BPipeline"}, pipelines) == "BPipeline"
+    assert loader.index_pipeline({"_class_name": "CPipeline"}, pipelines) == loader.index_pipeline({}, pipelines)
+    assert loader.index_pipeline({}, pipelines) == "APipeline"
+    reads = []
+    monkeypatch.setattr(loader, "read_component_config", lambda *a: reads.append(a) or {"_class_name": "BPipeline"})
+    assert loader.folder_pipeline("model", ("APipeline",)) == "APipeline" and reads == []
+    assert loader.folder_pipeline("model", pipelines) == "BPipeline" and reads == [("model", "", "model_index.json")]
+
+
+def test_a_block_mix_plans_units_of_both_lists_by_the_keys_a_family_states():
+    """FLUX.1's and Chroma's 19 double + 38 single blocks: a unit is 1 + 2; a config without the keys takes the
+    stated lengths; the swap reads both lists' lengths."""
+    mix = loader.BlockMix(defaults=(19, 38))
+    assert mix.at_depth({}, 3) == {"num_layers": 3, "num_single_layers": 6} and mix.at_depth({"x": 1}, None) == {"x": 1}
+    assert loader.BlockMix("depth", "depth_single", (1, 1)).at_depth({"depth": 4, "depth_single": 9}, 2) == {
+        "depth": 2,
+        "depth_single": 6,
+    }
+    assert mix.swap_depth_keys == (("transformer/config.json", "num_layers"), ("transformer/config.json", "num_single_layers"))

@@ -63,3 +63,14 @@ def test_the_text_settings_read_for_the_pipeline():
     assert prompts.caption_length(TextSettings(max_sequence_length=64), 300) == 64
     assert prompts.instruction(None) is None and prompts.instruction(TextSettings(64)) is None
     assert prompts.instruction(TextSettings(64, instruction=("x", "y"))) == ["x", "y"]
+
+
+def test_a_caption_length_is_the_flag_else_the_pipelines_default_and_what_the_run_recorded():
+    from dit_lora.families.diffusion.prompts import CaptionLength
+
+    length = CaptionLength(300)
+    cfg = SimpleNamespace(data=SimpleNamespace(max_sequence_length=None))
+    assert length(cfg) == 300 and length.settings(cfg) == TextSettings(max_sequence_length=300)
+    cfg.data.max_sequence_length = 77
+    assert length(cfg) == 77 and length.settings(cfg).max_sequence_length == 77
+    assert length.recorded(None) == 300 and length.recorded(TextSettings(max_sequence_length=64)) == 64

@@ -19,10 +19,15 @@ from flux2_configs import flux2_cfg
 
 from dit_lora.contract.family import Components
 from dit_lora.families.flux2.demo import SCHEDULER_CONFIG
-from dit_lora.families.flux2.loss import batch_shift, latent_ids, pack, shift_sigmas, text_ids, unpack
+from dit_lora.families.flux2.loss import batch_shift, latent_ids, pack, text_ids, unpack
 from dit_lora.families.flux2.state import Flux2Run
-from dit_lora.modeling.flow_matching import dynamic_mu
+from dit_lora.modeling.flow_matching import dynamic_mu, shifted_sigmas
 from dit_lora.registry import get_family
+
+
+def shift_sigmas(u, shift):
+    """The kit's time shift in the form FLUX.2 writes it (its adapters' bits)."""
+    return shifted_sigmas(u, shift, form="1+(s-1)*u")
 
 
 class Recorder:
@@ -103,6 +108,9 @@ def test_a_fixed_shift_and_a_static_scheduler_replace_the_dynamic_one():
     torch.testing.assert_close(fixed.calls[0]["timestep"], sigmas)
     assert batch_shift(4096, {**SCHEDULER_CONFIG, "use_dynamic_shifting": False}, None) == 3.0
     assert batch_shift(4096, SCHEDULER_CONFIG, 2.5) == 2.5
+    # a linear time_shift_type: the scheduler shifts by mu itself at inference, so training does too
+    linear = {**SCHEDULER_CONFIG, "time_shift_type": "linear"}
+    assert batch_shift(4096, linear, None) == pytest.approx(dynamic_mu(4096, linear))
 
 
 def test_the_shift_is_the_pipeline_schedulers_own():

@@ -10,15 +10,19 @@ from peft import LoraConfig
 from dit_lora.contract.spec import generic_defaults
 from dit_lora.core.errors import UserError
 from dit_lora.families.flux2.demo import tiny_configs
-from dit_lora.families.flux2.model import check_resolution, folder_pipeline
+from dit_lora.families.diffusion.loader import folder_pipeline
+from dit_lora.families.flux2.model import PIPELINES, check_resolution
 from dit_lora.registry import get_family
 
 
 def test_the_folders_pipeline_decides_dev_or_klein(tmp_path):
     cfg = flux2_cfg(pretrained_model_name_or_path=str(tmp_path))
-    assert folder_pipeline(cfg.model) == "Flux2Pipeline"  # unreadable: dev
+    assert folder_pipeline(cfg.model, PIPELINES) == "Flux2Pipeline"  # unreadable: dev
     (tmp_path / "model_index.json").write_text('{"_class_name": "Flux2KleinPipeline"}')
-    assert folder_pipeline(cfg.model) == "Flux2KleinPipeline"
+    assert folder_pipeline(cfg.model, PIPELINES) == "Flux2KleinPipeline"
+    adapter = get_family("flux2").adapter  # the reload's pipeline is the folder's; the saver the family's first
+    assert adapter.pipeline_class(cfg).__name__ == "Flux2KleinPipeline"
+    assert adapter.pipeline_class().__name__ == "Flux2Pipeline" == PIPELINES[0] == get_family("flux2").info.pipeline_class_name
 
 
 def test_a_size_off_the_latent_stride_is_refused_naming_the_nearest():

@@ -1,0 +1,158 @@
+"""A ComfyUI export for a model whose authors fuse layers diffusers splits: Black Forest Labs' layout (FLUX.2, and
+FLUX.1 [dev], Kontext and Chroma, whose ComfyUI models keep the same names), said by data beside the family's module.
+
+Black Forest Labs' checkpoints hold one ``qkv`` weight per attention stream (``double_blocks.N.img_attn.qkv``,
+``txt_attn.qkv``; FLUX.1's single blocks one ``linear1`` of q, k, v *and* the MLP's input) where diffusers has
+separate ``to_q``, ``to_k``, ``to_v`` (``add_*_proj``, ``proj_mlp``): diffusers' conversion scripts split the fused
+rows (``torch.chunk`` / ``torch.split``), and swap ``final_layer.adaLN_modulation.1``'s (shift, scale) halves into
+``norm_out.linear``'s (scale, shift). The family's ``comfyui.json`` states, besides the renamed ``modules``
+(:class:`~dit_lora.output.comfyui_types.RenameTable`), which diffusers modules are fused into which BFL module and
+in which order (``fused``: ``{"into": ..., "parts": [...]}``, ``rows``: each part's share of the fused rows when
+they differ, FLUX.1's ``linear1`` ``[1, 1, 1, 4]``; default equal) and which modules have their halves swapped
+(``swapped``, by diffusers' name).
+
+A fused weight gets one **LoRA** whose product is exactly its parts': ``lora_A`` the separate ``A``s stacked (rank
+``r_q + r_k + r_v``), ``lora_B`` block-diagonal (each ``B`` in its share of the rows, under its ``A``'s columns),
+so ``B @ A`` is the parts' products stacked; a part not trained stays a zero block. A swapped module's ``B`` rows
+are swapped back. diffusers' converters of such files give each part the stacked ``A`` and its rows of ``B``: the
+same products.
+
+A **LoKr** or **LoHa** layer keeps PEFT's tensor names (``lokr_w1``..., ``hada_w1_a``...). Its parts cannot be
+fused: the updates stacked, ``[kron(a1, a2); kron(b1, b2); kron(c1, c2)]``, are not one Kronecker (or Hadamard)
+product of factors, so there is no fused LoKr equal to them. They are written instead under diffusers' names
+(``transformer.transformer_blocks.N.attn.to_q.lokr_w1``), which ComfyUI's ``flux_to_diffusers`` maps to
+``(img_attn.qkv.weight, (0, offset, size))``: ComfyUI's ``calculate_weight`` narrows the fused weight to that slice
+before any ``weight_adapter`` adds its update, so each LoKr/LoHa patches exactly its slice. A swapped module likewise
+goes by its diffusers name, where ComfyUI applies ``swap_scale_shift`` to the update (a half swap of a Kronecker
+product's rows is not one of its factors' unless the first factor's rows are even). Every other layer has BFL's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dit_lora.core.datafile import DataFileError, path_of, read, record
+from dit_lora.core.errors import UserError
+from dit_lora.output.comfyui_types import LORA, Layer, RenamedExport, RenameTable, comfyui_tensors
+
+
+@dataclass(frozen=True)
+class FusedRows:
+    """One fused BFL module of ``comfyui.json``'s ``fused``: its name (``N``: the block index), the diffusers modules
+    whose rows it stacks in order, and each one's share of the rows (empty: equal shares)."""
+
+    into: str
+    parts: tuple[str, ...]
+    rows: tuple[int, ...] = ()
+
+
+class FusedLayout:
+    """What a family's ``comfyui.json`` says besides its renames: each fused part (diffusers module -> the fused BFL
+    module, its position and the parts' row shares) and the modules whose halves are swapped."""
+
+    def __init__(self, fused: tuple[FusedRows, ...] = (), swapped: tuple[str, ...] = ()) -> None:
+        self.parts = tuple(
+            (RenameTable([(part, group.into)]), position, group.rows or (1,) * len(group.parts))
+            for group in fused
+            for position, part in enumerate(group.parts)
+        )
+        self.swapped = RenameTable([(name, name) for name in swapped])  # N: any block
+
+    @classmethod
+    def read(cls, module: str) -> FusedLayout:
+        """The layout of the data file beside ``module`` (``families/flux2/comfyui.json``); a ``fused`` entry that
+        is not an :class:`FusedRows` object, or whose ``rows`` do not give one share per part, is refused naming
+        the file."""
+        package, _, stem = module.rpartition(".")
+        name = path_of(package, f"{stem}.json")
+        data = read(package, f"{stem}.json", ("why", "modules", "fused", "swapped"))
+        groups = tuple(record(FusedRows, row, name, f"fused[{i}]") for i, row in enumerate(data.get("fused", [])))
+        for i, group in enumerate(groups):
+            if group.rows and len(group.rows) != len(group.parts):
+                raise DataFileError(
+                    f"{name}: fused[{i}] gives {len(group.rows)} row shares for {len(group.parts)} "
+                    "parts; give one per part (or none: equal shares) and fix the file."
+                )
+        return cls(groups, tuple(data.get("swapped", [])))
+
+    def fused(self, module: str) -> tuple[str, int, tuple[int, ...]] | None:
+        """``(fused BFL name, position, row shares)`` of the diffusers module ``module``, or None."""
+        for table, position, shares in self.parts:
+            name = table.rename(module)
+            if name is not None:
+                return name, position, shares
+        return None
+
+
+def fuse(parts: dict[int, dict[str, torch.Tensor]], shares: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """One LoRA for a fused weight from the LoRAs of its parts (``parts``: position -> tensors; ``shares``: each
+    position's share of the rows): the ``A``s stacked, the ``B``s block-diagonal in their rows (a missing part:
+    zero rows, as many as its share of a trained part's)."""
+    first_position, first = next(iter(parts.items()))
+    unit = first["lora_B.weight"].shape[0] // shares[first_position]
+    ranks = {i: p["lora_A.weight"].shape[0] for i, p in sorted(parts.items())}
+    lora_a = torch.cat([parts[i]["lora_A.weight"] for i in ranks])
+    lora_b = torch.zeros(sum(shares) * unit, sum(ranks.values()), dtype=first["lora_B.weight"].dtype)
+    column = 0
+    for i, rank in ranks.items():
+        row = sum(shares[:i]) * unit
+        lora_b[row : row + shares[i] * unit, column : column + rank] = parts[i]["lora_B.weight"]
+        column += rank
+    return lora_a.contiguous(), lora_b
+
+
+class FusedExport(RenamedExport):
+    """``FamilySpec.exports`` and ``adapter_extras`` of a BFL-layout family: :class:`RenamedExport` with its
+    ``comfyui.json``'s fused parts fused and swapped halves swapped back (module docstring). ``module``: the
+    family's module the data file sits beside; the rest as :class:`RenamedExport` (``wrong_format``: the family's
+    refusal of another format, if its own)."""
+
+    def __init__(self, family: str, module: str, known: str, keys: str, description: str, wrong_format: str = ""):
+        super().__init__(family, RenameTable.read(module), known, keys, description)
+        self.layout = FusedLayout.read(module)
+        if wrong_format:
+            self.wrong_format = wrong_format
+
+    def accepts(self, module: str) -> bool:
+        """A fused part, or a module of the table."""
+        return self.layout.fused(module) is not None or super().accepts(module)
+
+    def typed_layer_name(self, module: str) -> str:
+        """ComfyUI's key for a LoKr/LoHa layer of ``module``: a fused part or a swapped module by diffusers' name
+        (ComfyUI maps those onto their slice of the fused weight / with the halves swapped), the rest by BFL's."""
+        if self.layout.fused(module) is not None or self.layout.swapped.rename(module) is not None:
+            return f"transformer.{module}"
+        return self.layer_name(module)
+
+    def convert(self, layers: dict[str, Layer], source: str) -> dict[str, torch.Tensor]:
+        """LoRA: BFL's names, the fused parts fused, the swapped halves swapped back; a LoRA bias refused. LoKr
+        and LoHa: PEFT's tensor names under :meth:`typed_layer_name` (no fusing: a product of several layers'
+        factors is no factor of the fused weight)."""
+        out: dict[str, torch.Tensor] = {}
+        fused: dict[str, tuple[dict[int, dict[str, torch.Tensor]], tuple[int, ...]]] = {}
+        for module, layer in layers.items():
+            if layer.kind != LORA:
+                out.update(comfyui_tensors(self.typed_layer_name(module), layer))
+                continue
+            if "lora_B.bias" in layer.tensors:
+                raise UserError(
+                    f"{source}: the layer `{module}` has a LoRA bias (lora_B.bias), which has no ComfyUI form for a "
+                    f"{self.family} layer here. Nothing was written: train without a LoRA bias, or load the diffusers "
+                    "file."
+                )
+            halves, part = layer.tensors, self.layout.fused(module)
+            if part is not None:
+                name, position, shares = part
+                fused.setdefault(name, ({}, shares))[0][position] = halves
+                continue
+            lora_b = halves["lora_B.weight"]
+            if self.layout.swapped.rename(module) is not None:
+                scale, shift = lora_b.chunk(2, dim=0)
+                lora_b = torch.cat([shift, scale])
+            out[f"{self.layer_name(module)}.lora_A.weight"] = halves["lora_A.weight"].contiguous()
+            out[f"{self.layer_name(module)}.lora_B.weight"] = lora_b.contiguous()
+        for name, (parts, shares) in fused.items():
+            out[f"{self.prefix}{name}.lora_A.weight"], out[f"{self.prefix}{name}.lora_B.weight"] = fuse(parts, shares)
+        return out

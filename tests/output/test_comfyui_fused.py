@@ -1,0 +1,77 @@
+"""output/comfyui_fused.py: a Black Forest Labs layout stated as data (``fused``, ``swapped`` in ``comfyui.json``),
+here FLUX.1's single-block ``linear1`` (q, k, v and the MLP's input, the MLP four times as wide), which no family
+ships yet: the LoRA's product is each part's in its rows, LoKr parts go by diffusers' name, bad data is refused."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+
+from dit_lora.core.datafile import DataFileError
+from dit_lora.output.comfyui_fused import FusedExport
+
+FLUX1 = {
+    "modules": [["single_transformer_blocks.N.proj_out", "single_blocks.N.linear2"],
+                ["norm_out.linear", "final_layer.adaLN_modulation.1"]],
+    "fused": [
+        {
+            "into": "single_blocks.N.linear1",
+            "parts": [*(f"single_transformer_blocks.N.attn.to_{p}" for p in "qkv"), "single_transformer_blocks.N.proj_mlp"],
+            "rows": [1, 1, 1, 4],
+        }
+    ],
+    "swapped": ["norm_out.linear"],
+}
+
+
+def _module(tmp_path, monkeypatch, data: dict) -> str:
+    """A package of its own per test holding ``comfyui.json`` (an imported package keeps its first folder)."""
+    package = tmp_path / ("fusedpkg_" + re.sub(r"\W", "_", tmp_path.name))
+    package.mkdir(exist_ok=True)  # a second file of the same test: the same package, the file rewritten
+    (package / "__init__.py").write_text("")
+    (package / "comfyui.json").write_text(json.dumps(data))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return f"{package.name}.comfyui"
+
+
+def test_unequal_parts_fuse_in_their_rows_and_an_untrained_part_is_zero(tmp_path, monkeypatch):
+    export = FusedExport("FLUX.1", _module(tmp_path, monkeypatch, FLUX1), "known", "keys", "the file")
+    g = torch.Generator().manual_seed(0)
+    halves = {p: (torch.randn(2, 8, generator=g), torch.randn(8, 2, generator=g)) for p in ("to_k", "to_q")}
+    state = {}
+    for part, (a, b) in halves.items():  # k before q: the rows follow the data's order, not the file's
+        state[f"transformer.single_transformer_blocks.3.attn.{part}.lora_A.weight"] = a
+        state[f"transformer.single_transformer_blocks.3.attn.{part}.lora_B.weight"] = b
+    out = export.comfyui_state(state)
+    product = out["diffusion_model.single_blocks.3.linear1.lora_B.weight"] @ out[
+        "diffusion_model.single_blocks.3.linear1.lora_A.weight"
+    ]
+    assert product.shape == (8 * 7, 8)  # q, k, v and the 4x MLP rows, though only q and k were trained
+    torch.testing.assert_close(product[:8], halves["to_q"][1] @ halves["to_q"][0])
+    torch.testing.assert_close(product[8:16], halves["to_k"][1] @ halves["to_k"][0])
+    assert not product[16:].any()
+    lokr = {"transformer.single_transformer_blocks.0.proj_mlp.lokr_w1": torch.ones(2, 2),
+            "transformer.single_transformer_blocks.0.proj_mlp.lokr_w2": torch.ones(16, 4)}
+    assert sorted(export.comfyui_state(lokr)) == [f"transformer.single_transformer_blocks.0.proj_mlp.lokr_w{i}"
+                                                  for i in (1, 2)]
+
+
+def test_a_swapped_module_gets_its_halves_back_in_bfl_order(tmp_path, monkeypatch):
+    export = FusedExport("FLUX.1", _module(tmp_path, monkeypatch, FLUX1), "known", "keys", "the file")
+    a, b = torch.randn(2, 8), torch.randn(6, 2)
+    out = export.comfyui_state({"norm_out.linear.lora_A.weight": a, "norm_out.linear.lora_B.weight": b})
+    assert torch.equal(out["diffusion_model.final_layer.adaLN_modulation.1.lora_B.weight"], torch.cat([b[3:], b[:3]]))
+    lokr = export.comfyui_state({"norm_out.linear.lokr_w1": torch.ones(2, 2), "norm_out.linear.lokr_w2": a})
+    assert sorted(lokr) == ["transformer.norm_out.linear.lokr_w1", "transformer.norm_out.linear.lokr_w2"]
+
+
+def test_row_shares_that_do_not_match_the_parts_are_refused_naming_the_file(tmp_path, monkeypatch):
+    bad = {**FLUX1, "fused": [{**FLUX1["fused"][0], "rows": [1, 4]}]}
+    with pytest.raises(DataFileError, match=r"fusedpkg_\w+/comfyui.json: fused\[0\] gives 2 row shares for 4 parts"):
+        FusedExport("FLUX.1", _module(tmp_path, monkeypatch, bad), "known", "keys", "the file")
+    with pytest.raises(DataFileError, match=r"fused\[0\] has the unknown key 'part'"):
+        FusedExport("FLUX.1", _module(tmp_path, monkeypatch, {**FLUX1, "fused": [{"into": "x", "part": []}]}),
+                    "known", "keys", "the file")
