@@ -135,16 +135,43 @@ def test_sana_compiles_without_breaks(aot_eager, tiny_sana, shapes_data, tmp_pat
     assert summary["skipped_steps"] == 1 and summary["final_loss"] is not None
 
 
+@pytest.fixture(scope="module")
+def three_aspects(tmp_path_factory, shapes_data) -> Path:
+    """Six captioned shape images, two of each of three aspect ratios (4:1, 1:4, 3:2): at batch 2 an epoch is one
+    full batch of each bucket, so the second epoch meets every shape again."""
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("three-aspects")
+    rows = [json.loads(line) for line in (shapes_data / "metadata.jsonl").read_text().splitlines()]
+    lines = []
+    for i, ((width, height), row) in enumerate(zip([(200, 50), (50, 200), (96, 64)] * 2, rows)):
+        name = f"{i:02d}_{width}x{height}.png"
+        Image.open(shapes_data / row["file_name"]).convert("RGB").resize((width, height)).save(root / name)
+        lines.append(json.dumps({"file_name": name, "text": row["text"]}))
+    (root / "metadata.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
 @pytest.mark.slow
-def test_sana_compiles_one_graph_per_aspect_bucket(aot_eager, tiny_sana, mixed_aspect_data, tmp_path):
+def test_sana_compiles_one_graph_per_aspect_bucket(aot_eager, tiny_sana, three_aspects, tmp_path, monkeypatch):
     """Mixed-aspect images (--aspect_buckets auto): one static graph per batch shape met, no break, no recompile after
-    warm-up (the recompile limit is sized by the buckets)."""
-    summary, _ = train_in_process(tiny_sana, mixed_aspect_data, tmp_path, compile="blocks", max_train_steps=8,
+    warm-up (the recompile limit is sized by the buckets). Three buckets over two epochs: each shape's graphs are
+    compiled once (every compile traces the whole block; ~6 s of CPU a shape here), and the second epoch's steps
+    after each shape's first compiled one run the graphs already made."""
+    import torch._dynamo
+
+    # Dynamo's own limit (8 graphs of one block's code) would hold this run's 6 (3 shapes x 2 grad variants) unsized;
+    # at 1 the run compiles every shape only if --compile sizes the limit by the buckets.
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    summary, _ = train_in_process(tiny_sana, three_aspects, tmp_path, compile="blocks", max_train_steps=6,
                                   resolution=64, train_batch_size=2)
     assert not isinstance(summary, Exception), summary
     compiled = summary["compile"]
     assert compiled["graph_breaks"] == 0 and compiled["recompiles_after_warmup"] == 0, compiled
-    assert compiled["batch_shapes"] >= 4  # the tiny model's 64 px buckets: several shapes in 8 steps
+    assert compiled["batch_shapes"] == 3, compiled  # the three buckets, each a full batch of 2
+    # step 1 is a kernel check (eager): each shape compiles on its first compiled step only, so of the 5 compiled
+    # steps 2 run graphs made before
+    assert len(compiled["steps_that_compiled"]) == 3 and compiled["graphs"] >= 3, compiled
 
 
 @pytest.mark.slow
