@@ -277,8 +277,18 @@ class DiffusionSamples(ABC):
     """``FamilySpec.samples``: the validation prompt encoded with its negative, PNG files; a family writes how it
     generates (from the in-memory model, and from the consumer with the saved adapter)."""
 
+    #: the diffusers sampler class when the checkpoint's scheduler config names none (None: the training scheduler)
+    fallback_sampler: str | None = None
+
     def __init__(self, encoders: DiffusionEncoders) -> None:
         self.encoders = encoders
+
+    def sampler(self, comps: Components) -> Any:
+        """The in-memory pipeline's scheduler: the class the checkpoint's scheduler config names
+        (``comps.state.scheduler_config``), from that config; else :attr:`fallback_sampler`, else the training
+        scheduler."""
+        sampler = checkpoint_sampler(getattr(comps.state, "scheduler_config", None), self.fallback_sampler)
+        return sampler if sampler is not None else comps.scheduler
 
     def validation_inputs(self, comps: Components, validation: ValidationOptions) -> dict[str, Any]:
         """``--validation_prompt`` encoded with its classifier-free-guidance negative, before the encoders go."""
@@ -317,12 +327,6 @@ class PipelineSamples(DiffusionSamples):
     text_parts: tuple[str, ...] = ("tokenizer", "text_encoder")
     #: whether the call takes the run's ``--resolution`` as its height and width
     sized: bool = True
-
-    def sampler(self, comps: Components):
-        """The class the checkpoint's scheduler config names (``comps.state.scheduler_config``), from that config;
-        the training scheduler when there is none."""
-        sampler = checkpoint_sampler(getattr(comps.state, "scheduler_config", None), None)
-        return sampler if sampler is not None else comps.scheduler
 
     def call_kwargs(self, cfg: TrainConfig, cached: bool) -> dict[str, Any]:
         """The pipeline call's own arguments (``cached``: the in-memory model's call, from the cached embeddings;

@@ -161,6 +161,19 @@ def test_samples_encode_the_prompt_with_its_negative_and_write_pngs(tmp_path):
     assert path == tmp_path / "final_0.png" and Image.open(path).size == (4, 4)
 
 
+def test_samples_sample_with_the_checkpoints_scheduler_else_the_familys_fallback_else_the_training_one():
+    from diffusers import DDIMScheduler, DPMSolverMultistepScheduler
+
+    named = Components(model=None, scheduler="training", state=SimpleNamespace(scheduler_config={
+        "_class_name": "DPMSolverMultistepScheduler", "beta_end": 0.03}))
+    unnamed = Components(model=None, scheduler="training", state=SimpleNamespace(scheduler_config={"beta_end": 0.03}))
+    assert PngSamples(None).sampler(unnamed) == "training"
+    fallback = type("Fallback", (PngSamples,), {"fallback_sampler": "DDIMScheduler"})(None)
+    assert isinstance(fallback.sampler(unnamed), DDIMScheduler) and fallback.sampler(unnamed).config.beta_end == 0.03
+    assert isinstance(fallback.sampler(named), DPMSolverMultistepScheduler)
+    assert isinstance(fallback.sampler(Components(model=None, scheduler="training")), DDIMScheduler)  # no state
+
+
 def test_the_plan_traces_the_largest_bucket_through_the_familys_encoder_and_loss():
     spec = pooling_spec(Buckets())
     cfg = TrainConfig(resolution=32, train_batch_size=2)
