@@ -7,7 +7,7 @@ Defaults: the standard image data (:class:`~.components.DiffusionData`), metadat
 in the run's dtype, :class:`~.components.DiffusionPrecision`), nothing set up per run
 (:class:`~.components.DiffusionSetup`) and the kit's adapter on ``info.pipeline_class_name``
 (:class:`~.adapter.KitAdapter`). Wiring: the loss takes the encoders,
-the samples take the encoders, the plan takes the encoders, the loss and the image buckets.
+the samples take the encoders, the plan takes the encoders, the loss and the image buckets, and the model.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dit_lora.families.diffusion.components import (
     DiffusionCaptions,
     DiffusionData,
     DiffusionNotes,
+    DiffusionPlan,
     DiffusionPrecision,
     DiffusionSetup,
 )
@@ -155,6 +156,9 @@ def diffusion_spec(
     component wins; None leaves it out), the rest of ``components`` as given."""
     built_loss = loss(encoders)
     filled = {**default_components(info, model), **components}
+    built_plan = plan(encoders, built_loss, filled.get("image_buckets")) if plan is not None else None
+    if isinstance(built_plan, DiffusionPlan):
+        built_plan.model = model  # the kit's plan_components builds the model's own components on the meta device
     return FamilySpec(
         name=name,
         info=info,
@@ -162,6 +166,6 @@ def diffusion_spec(
         encoders=encoders,
         loss=built_loss,
         samples=samples(encoders) if samples is not None else None,
-        plan=plan(encoders, built_loss, filled.get("image_buckets")) if plan is not None else None,
+        plan=built_plan,
         **filled,
     )

@@ -35,7 +35,13 @@ from dit_lora.data.aspect import run_buckets
 from dit_lora.data.cache import as_encoding
 from dit_lora.data.masks import LATENT_KEY, PIXEL_KEY, latent_mask
 from dit_lora.data.prepare import ImageMedia, prepare_data
-from dit_lora.data.synthetic.shapes import check_demo_resolution, make_shapes_dataset
+from dit_lora.data.synthetic.shapes import (
+    SHAPES_CLASS_MARKER,
+    SHAPES_MARKER,
+    check_demo_resolution,
+    make_shapes_class_dataset,
+    make_shapes_dataset,
+)
 from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
@@ -382,18 +388,23 @@ class PipelineSamples(DiffusionSamples):
 
 class DiffusionPlan(ABC):
     """``FamilySpec.plan``: one image micro-batch per bucket through the family's own encoder, the family's loss
-    traced; a family writes :meth:`plan_components` and :meth:`plan_conditioning`."""
+    traced; a family writes :meth:`plan_conditioning` (and :meth:`plan_components` where the kit does not load it)."""
 
     #: the config value that counts the model's repeated blocks, as ``(config file, key)``: the planner traces two
     #: and three blocks and extrapolates to the real depth
     depth_key: tuple[str, str] = ("transformer/config.json", "num_layers")
+    #: the family's model component (``diffusion_spec`` wires it): the default :meth:`plan_components` builds with it
+    model: Any = None
 
     def __init__(self, encoders: DiffusionEncoders, loss: DiffusionLoss, buckets: ImageBuckets | None = None) -> None:
         self.encoders, self.loss, self.buckets = encoders, loss, buckets
 
-    @abstractmethod
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
-        """What ``load_components`` loads, built from configs on the meta device (``depth``: that many blocks)."""
+        """What ``load_components`` loads, built from configs on the meta device (``depth``: that many blocks): the
+        kit model's own (:meth:`~dit_lora.families.diffusion.loader.KitModel.plan_components`)."""
+        if self.model is None:
+            raise TypeError(f"{type(self).__name__} has no model to plan: build it with diffusion_spec, or override")
+        return self.model.plan_components(cfg, read, depth, self.depth_key[1])
 
     @abstractmethod
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
@@ -488,17 +499,20 @@ class DiffusionSetup:
 class ShapesDemo:
     """``FamilySpec.demo``: the family's tiny random pipeline (``build(cfg)``, its ``demo.py``, at the run's
     ``--pretrained_model_name_or_path`` and of the family's demo options) and the shapes data set at ``size`` pixels
-    (None: ``--resolution``). Before anything is built or drawn: ``check(cfg)``, the family's refusal of a
-    ``--resolution`` its pipeline cannot take, then, where the shapes are drawn at ``--resolution``, the demo's own
-    size range (:func:`~dit_lora.data.synthetic.shapes.check_demo_resolution`)."""
+    (None: ``--resolution``; a function: the size it gives the run, after the build), captioned or, ``classes``, in
+    one folder per class (a class-conditional family's). Before anything is built or drawn: ``check(cfg)``, the
+    family's refusal of a ``--resolution`` its pipeline cannot take, then, where the shapes are drawn at
+    ``--resolution``, the demo's own size range (:func:`~dit_lora.data.synthetic.shapes.check_demo_resolution`)."""
 
     def __init__(
         self,
         build: Callable[[TrainConfig], Any],
-        size: int | None = None,
+        size: int | Callable[[TrainConfig], int] | None = None,
         check: Callable[[TrainConfig], None] | None = None,
+        *,
+        classes: bool = False,
     ) -> None:
-        self.build, self.size, self.check = build, size, check
+        self.build, self.size, self.check, self.classes = build, size, check, classes
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images (a folder
@@ -509,5 +523,8 @@ class ShapesDemo:
         if self.size is None:
             check_demo_resolution(cfg.data.resolution)
         self.build(cfg)
-        size = self.size or cfg.data.resolution
-        demo_data(cfg, draw=lambda folder: make_shapes_dataset(folder, n=cfg.model.demo_num_images, size=size, seed=0))
+        size = (self.size(cfg) if callable(self.size) else self.size) or cfg.data.resolution
+        marker, make = (
+            (SHAPES_CLASS_MARKER, make_shapes_class_dataset) if self.classes else (SHAPES_MARKER, make_shapes_dataset)
+        )
+        demo_data(cfg, marker, lambda folder: make(folder, n=cfg.model.demo_num_images, size=size, seed=0))

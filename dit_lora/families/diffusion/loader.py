@@ -17,7 +17,8 @@ block swap) edits this file, not the families:
 6. the family's :meth:`KitModel.build_components`: the scheduler and its state from the loaded parts.
 
 The memory plan builds the same parts on the meta device from their configs (:func:`plan_parts`), so a family's
-``plan_components`` is its ``build_components`` of them.
+``plan_components`` is its ``build_components`` of them (:meth:`KitModel.plan_components`, which the kit's
+``DiffusionPlan`` calls by default).
 
 Classes are named as strings and looked up in diffusers or transformers at load time (:func:`model_class`): the
 heavy imports stay inside the call.
@@ -176,13 +177,19 @@ class KitModel(DiffusionModel):
         return self.parts
 
     @abstractmethod
-    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device | None) -> Components:
         """The run's components from the loaded, frozen parts already on ``device``: the scheduler and the family's
-        typed state."""
+        typed state (``device`` None: a memory plan's parts on the meta device, :meth:`plan_components`)."""
 
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         """:func:`load_pipeline`."""
         return load_pipeline(self, cfg, device)
+
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None, depth_key: str = "num_layers"):
+        """What :meth:`load_components` loads, built on the meta device from the configs ``read`` returns
+        (``depth``: that many blocks, the transformer config's ``depth_key``): :meth:`build_components` of
+        :func:`plan_parts`."""
+        return self.build_components(cfg, plan_parts(self.pipeline_parts(cfg), cfg, read, depth, depth_key), None)
 
     def transformer_folders(self, cfg: TrainConfig) -> dict[str, str]:
         """The transformers to load, ``{key: subfolder}``: one, ``transformer/`` (Wan A14B: the trained experts)."""

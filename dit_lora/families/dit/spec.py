@@ -30,7 +30,7 @@ from dit_lora.families.dit.adapter import DiTAdapterExtras, DiTCard, DiTFitting
 from dit_lora.families.dit.encoders import DiTEncoders, DiTSetup
 from dit_lora.families.dit.kernels import patch_points
 from dit_lora.families.dit.loss import DiTLoss
-from dit_lora.families.dit.model import GRID, PARTS, DiTDemo, DiTModel, DiTTrainables
+from dit_lora.families.dit.model import DEMO, GRID, PARTS, DiTModel, DiTTrainables
 from dit_lora.families.dit.plan import DiTPlan
 from dit_lora.families.dit.samples import DiTSamples
 from dit_lora.output.names import PEFT_ADAPTER_FILE
@@ -69,7 +69,7 @@ def dit_spec(name: str = "dit") -> FamilySpec:
         notes=None,  # nothing to say before training: the spec declares no RunNotes capability, as before
         setup=DiTSetup(),
         trainables=DiTTrainables(),
-        demo=DiTDemo(),
+        demo=DEMO,
         fitting=fitting,
         adapter_extras=DiTAdapterExtras(),
     )

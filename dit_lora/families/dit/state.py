@@ -27,12 +27,12 @@ class DiTRun(EpsilonRun):
     kept_pretrained_names: bool = False
 
     def null_id(self) -> int:
-        """:attr:`null_class`, which loading (``model.dit_components``) and ``inspect_samples`` set; a state built by
+        """:attr:`null_class`, which loading (``DiTModel.build_components``) and ``inspect_samples`` set; a state built by
         hand without it is refused in words rather than as a None reaching torch."""
         if self.null_class is None:
             raise RuntimeError(
                 "DiTRun.null_class is not set: components built by hand need it (the class rows of the model's "
-                "class table; model.dit_components sets it when it loads a model)."
+                "class table; DiTModel.build_components sets it when it loads a model)."
             )
         return self.null_class
 

@@ -151,3 +151,38 @@ def test_check_divisible_says_why_and_the_nearest_sizes():
     with pytest.raises(UserError, match=r"^--resolution 520 is not divisible by 16: the VAE's 8x times 2x2\. "
                                         r"Use 512 or 528\.$"):
         check_divisible(520, 16, "the VAE's 8x times 2x2")
+
+
+def test_the_plan_builds_the_kit_models_own_components_on_the_meta_device(monkeypatch):
+    """A plan that states only its conditioning plans through the model ``diffusion_spec`` wires to it: the kit
+    model's ``build_components`` of ``plan_parts``, at the plan's depth key, with no device."""
+    from dit_lora.families.diffusion import loader
+
+    seen = []
+
+    class KitModel(loader.KitModel):
+        def validate_config(self, cfg):
+            pass
+
+        def build_components(self, cfg, loaded, device):
+            seen.append((loaded.transformer, loaded.scheduler_config, device))
+            return "components"
+
+    class ConditioningOnly(base.DiffusionPlan):
+        depth_key = ("transformer/config.json", "n_layers")
+
+        def plan_conditioning(self, comps, cfg, batch_size):
+            raise NotImplementedError
+
+    parts = loader.PipelineParts("Toy", "toy/Toy", "T", "V")
+    spec = diffusion_spec("toy", INFO, model=KitModel(INFO, parts), encoders=Encoders(), loss=Loss,
+                          plan=ConditioningOnly)
+    assert spec.plan.model is spec.model
+    planned = []
+    monkeypatch.setattr(loader, "plan_parts", lambda p, cfg, read, depth, key: planned.append((p, depth, key)) or
+                        loader.LoadedParts(transformers={"transformer": "meta transformer"}, vae=None,
+                                           scheduler_config={"k": 1}))
+    assert spec.plan.plan_components(TrainConfig(), read=None, depth=2) == "components"
+    assert planned == [(parts, 2, "n_layers")] and seen == [("meta transformer", {"k": 1}, None)]
+    with pytest.raises(TypeError, match="no model to plan"):
+        ConditioningOnly(Encoders(), None).plan_components(TrainConfig(), None)

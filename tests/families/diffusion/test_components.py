@@ -302,6 +302,22 @@ def test_the_shapes_demo_builds_the_model_then_the_data_and_keeps_a_users_folder
     assert sorted(p.name for p in mine.iterdir()) == ["a.png"]
 
 
+def test_a_class_conditional_shapes_demo_draws_class_folders_at_the_size_its_model_gives(tmp_path):
+    """``classes``: one folder per class (DiT's data), at the size a function of the run gives, after the build."""
+    from PIL import Image
+
+    from dit_lora.data.synthetic.shapes import SHAPES_CLASS_MARKER
+
+    built = []
+    demo = base.ShapesDemo(lambda cfg: built.append(cfg.model.path), size=lambda cfg: 8 * len(built), classes=True)
+    cfg = _cfg(tmp_path / "model", train_data_dir=str(tmp_path / "data"), demo_num_images=3, resolution=64)
+    demo.prepare_demo(cfg)
+    (folder,) = [p for p in (tmp_path / "data").iterdir() if p.is_dir()]  # three seeded draws: one class here
+    assert folder.name in ("circle", "square", "triangle") and len(list(folder.iterdir())) == 3
+    assert (tmp_path / "data" / SHAPES_CLASS_MARKER).is_file() and not (tmp_path / "data" / "metadata.jsonl").exists()
+    assert Image.open(next(folder.iterdir())).size == (8, 8)  # the size the function gave, after the build
+
+
 def test_the_shapes_demo_refuses_a_size_before_it_builds_or_draws_anything(tmp_path):
     """The family's check first, then the demo's own size range; a refused size leaves no model and no data."""
     from dit_lora.core.errors import UserError
