@@ -66,7 +66,7 @@ class LatentGrid(AnyAspect):
     config's ``patch_key``, ``patch`` when unset; ``default_stride`` without a model), and, for an uncatalogued model,
     the resolution it was built for (the transformer's ``sample_size`` x the VAE's downsampling), all read from the
     model's small config files (``sample_size``: the transformer class's own default, for a config that leaves it
-    unset)."""
+    unset). ``square``: why a transformer that unpatchifies only squares takes squares only (None: any aspect)."""
 
     def __init__(
         self,
@@ -77,9 +77,15 @@ class LatentGrid(AnyAspect):
         vae_blocks: int = 4,
         patch: int = 2,
         sample_size: int | None = None,
+        square: str | None = None,
     ) -> None:
         self.patch_key, self.default_stride = patch_key, default_stride
         self.vae_key, self.vae_blocks, self.patch, self.sample_size = vae_key, vae_blocks, patch, sample_size
+        self.square = square
+
+    def square_only(self, cfg: TrainConfig) -> str | None:
+        """``square``: the reason every image is cropped to the ``--resolution`` square, or None."""
+        return self.square
 
     def sizes(self, cfg: TrainConfig) -> tuple[int, int, int | None]:
         """(the VAE's downsampling, the patch size, the transformer's ``sample_size``; None when unset and the class

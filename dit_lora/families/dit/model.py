@@ -136,21 +136,17 @@ PARTS = PipelineParts(
 )
 
 
-class DiTBuckets(LatentGrid):
-    """``FamilySpec.image_buckets`` and ``defaults``: the kit's grid (the stride, 8 x 2, is still said for
-    ``check-data``; the native size, the only one DiTPipeline samples at, is the default of an uncatalogued model:
-    ``sample_size`` 32 when unset, as in ``DiTTransformer2DModel``), squares only."""
-
-    def square_only(self, cfg: TrainConfig) -> str | None:
-        """Always: DiTTransformer2DModel unpatchifies its output as a square (``height = width = sqrt(tokens)``)."""
-        return (
-            "the DiT transformer takes only square inputs (diffusers' DiTTransformer2DModel unpatchifies a "
-            "square), so every image is cropped to the --resolution square"
-        )
-
-
-#: DiT's buckets and defaults
-GRID = DiTBuckets(sample_size=32)
+#: ``FamilySpec.image_buckets`` and ``defaults``: the kit's grid (the stride, 8 x 2, is still said for ``check-data``;
+#: the native size, the only one DiTPipeline samples at, is the default of an uncatalogued model: ``sample_size`` 32
+#: when unset, as in ``DiTTransformer2DModel``), squares only: DiTTransformer2DModel unpatchifies its output as a
+#: square (``height = width = sqrt(tokens)``)
+GRID = LatentGrid(
+    sample_size=32,
+    square=(
+        "the DiT transformer takes only square inputs (diffusers' DiTTransformer2DModel unpatchifies a "
+        "square), so every image is cropped to the --resolution square"
+    ),
+)
 
 
 class DiTTrainables(DiffusionTrainables):

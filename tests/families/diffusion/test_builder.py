@@ -140,6 +140,8 @@ def test_the_latent_grid_reads_the_stride_and_the_native_size_from_the_configs(t
     with pytest.raises(UserError, match=r"--resolution 40 is not a multiple of 16 .* Use 32\."):
         grid.check_resolution(cfg)
     grid.check_resolution(_cfg(cfg.model.pretrained_model_name_or_path, resolution=64))
+    # a transformer that unpatchifies only squares (DiT's) says why, on the same grid
+    assert LatentGrid(square="it unpatchifies a square").square_only(cfg) == "it unpatchifies a square"
 
 
 def test_check_divisible_says_why_and_the_nearest_sizes():
