@@ -43,6 +43,7 @@ from dit_lora.data.synthetic.shapes import (
     make_shapes_dataset,
 )
 from dit_lora.families.diffusion.demo_data import demo_data
+from dit_lora.families.diffusion.latents import scaled_latents
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
@@ -217,14 +218,15 @@ class DiffusionEncoders(ABC):
         """Everything besides the sample that changes the encoded latents/embeddings (``comps``: what the data stage
         decided; None in ``check-data``, where no model is loaded)."""
 
-    @abstractmethod
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
-        """Pixels in [-1, 1] -> scaled latents in fp32.
+        """Pixels in [-1, 1] -> scaled latents in fp32: here an image VAE's (``comps.encoders["vae"]``, kept in fp32)
+        posterior mode, shifted and scaled by its config (:func:`~.latents.scaled_latents`).
 
         Images: ``(B, 3, H, W)`` -> a latent tensor. Videos: ``(B, F, 3, H, W)`` -> a latent tensor or a dict with
         ``"latents"`` plus other per-sample tensors the loss needs (e.g. ``"image_latents"``); every entry is cached
         beside the caption embeddings and arrives in the batch under its own key.
         """
+        return scaled_latents(comps.encoders["vae"], pixel_values)
 
     @abstractmethod
     def encode_prompts(
