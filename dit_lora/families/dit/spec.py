@@ -15,9 +15,6 @@ Class count. ImageNet DiTs embed 1000 classes plus one null class (the last row 
 names are not the model's own (``classes.py``) stops with a message unless ``--num_classes N`` is given; then
 every block's table is resized to N + 1 rows (``embedding.py``) and trained through the backbone machinery
 (``model.DiTTrainables``).
-
-The loss (``loss.py``, the kit's ``ddpm_noised`` and ``EpsilonRun.epsilon``), the precision (``model.PARTS``) and
-the saved files (``adapter.py``: PEFT's own format, as ``DiTPipeline`` has no LoRA loader) are said where they live.
 """
 
 from __future__ import annotations
