@@ -86,9 +86,9 @@ def weighted_or_masked_mse(
     plain mean of the squared error, as DiT and Z-Image train), or with a mask in the batch (``--masked_loss``)
     :func:`masked_mse` with its weights (``pack``: laid out as the family packs its latents)."""
     weights = mask_weights(batch, cfg)
-    if weights is None and weighting is None:
-        return ((pred.float() - target.float()) ** 2).mean()
     if weights is None:
+        if weighting is None:
+            return ((pred.float() - target.float()) ** 2).mean()
         return weighted_mse(pred, target, weighting)
     weights = weights if pack is None else pack(weights)
     return masked_mse(pred, target, weights, weighting, normalize=cfg.data.normalize_masked_area_loss)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 
@@ -177,19 +177,22 @@ class KitModel(DiffusionModel):
         return self.parts
 
     @abstractmethod
-    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device | None) -> Components:
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """The run's components from the loaded, frozen parts already on ``device``: the scheduler and the family's
-        typed state (``device`` None: a memory plan's parts on the meta device, :meth:`plan_components`)."""
+        typed state."""
 
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         """:func:`load_pipeline`."""
         return load_pipeline(self, cfg, device)
 
-    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None, depth_key: str = "num_layers"):
+    def plan_components(
+        self, cfg: TrainConfig, read, depth: int | None = None, depth_key: str = "num_layers"
+    ) -> Components:
         """What :meth:`load_components` loads, built on the meta device from the configs ``read`` returns
         (``depth``: that many blocks, the transformer config's ``depth_key``): :meth:`build_components` of
-        :func:`plan_parts`."""
-        return self.build_components(cfg, plan_parts(self.pipeline_parts(cfg), cfg, read, depth, depth_key), None)
+        :func:`plan_parts`, with no device (a family planned here takes ``device`` None: nothing moves)."""
+        loaded = plan_parts(self.pipeline_parts(cfg), cfg, read, depth, depth_key)
+        return cast(Any, self).build_components(cfg, loaded, None)  # None: the planned parts stay on the meta device
 
     def transformer_folders(self, cfg: TrainConfig) -> dict[str, str]:
         """The transformers to load, ``{key: subfolder}``: one, ``transformer/`` (Wan A14B: the trained experts)."""
