@@ -77,15 +77,18 @@ def masked_mse(
 def weighted_or_masked_mse(
     pred: torch.Tensor,
     target: torch.Tensor,
-    weighting: torch.Tensor,
+    weighting: torch.Tensor | None,
     batch: dict[str, Any],
     cfg: TrainConfig,
     pack: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """A flow family's loss: :func:`~dit_lora.modeling.flow_matching.weighted_mse`, or with a mask in the batch
-    (``--masked_loss``) :func:`masked_mse` with its weights (``pack``: laid out as the family packs its latents)."""
+    """A diffusion family's loss: :func:`~dit_lora.modeling.flow_matching.weighted_mse` (``weighting`` None: the
+    plain mean of the squared error, as DiT and Z-Image train), or with a mask in the batch (``--masked_loss``)
+    :func:`masked_mse` with its weights (``pack``: laid out as the family packs its latents)."""
     weights = mask_weights(batch, cfg)
     if weights is None:
+        if weighting is None:
+            return ((pred.float() - target.float()) ** 2).mean()
         return weighted_mse(pred, target, weighting)
     weights = weights if pack is None else pack(weights)
     return masked_mse(pred, target, weights, weighting, normalize=cfg.data.normalize_masked_area_loss)

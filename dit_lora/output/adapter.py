@@ -162,8 +162,9 @@ def write_adapter(
     The scale is folded into one factor first (:func:`fold_lora_scale`: ``lora_B``, ``lokr_w1``, ``hada_w1_a``), so
     the files load at the trained strength in every consumer. LoRA and DoRA are written by the family's saver
     (diffusers' file, or PEFT's where the family's consumer has no LoRA loader); LoKr and LoHa in PEFT's format
-    (:func:`save_peft_adapter`) for every family, since diffusers' ``load_lora_weights`` does not read them. With the run's ``comps`` and ``cfg``, a family with an ``adapter_extras``
-    component adds the files that depend on the run.
+    (:func:`save_peft_adapter`) for every family, since diffusers' ``load_lora_weights`` does not read them. With the run's ``cfg``, a
+    PEFT-format adapter names its base model in ``adapter_config.json``; with its ``comps`` too, a family with an
+    ``adapter_extras`` component adds the files that depend on the run.
     """
     assert_finite(lora_state, "LoRA adapter")
     assert_finite(backbone, "backbone weights")
@@ -180,6 +181,9 @@ def write_adapter(
             save_peft_adapter(
                 staging, lora_state, lora_config, cfg.model.pretrained_model_name_or_path if cfg else None
             )
+        if cfg is not None and (staging / PEFT_CONFIG_FILE).is_file():
+            # PEFT's format (a family whose consumer has no LoRA loader, or LoKr/LoHa): the base model named
+            set_peft_base_model(staging, cfg.model.pretrained_model_name_or_path)
         extras = spec.adapter_extras
         if extras is not None and comps is not None and cfg is not None:
             extras.save_adapter_extras(staging, comps, cfg)

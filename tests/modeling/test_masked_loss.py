@@ -191,3 +191,16 @@ def test_an_all_ones_weight_is_weighted_mse():
     pred, target, weighting = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4), torch.rand(2)
     ones = torch.ones(2, 1, 4, 4)
     assert torch.allclose(masked_mse(pred, target, ones, weighting), weighted_mse(pred, target, weighting))
+
+
+def test_without_a_weighting_or_a_mask_the_loss_is_the_plain_mean_squared_error():
+    from dit_lora.modeling.masked_loss import weighted_or_masked_mse
+
+    # DiT's and Z-Image's loss: no per-sample weighting; the same bits as their own ((pred - target) ** 2).mean()
+    pred, target = torch.randn(2, 3, 4, 4, dtype=torch.bfloat16), torch.randn(2, 3, 4, 4)
+    cfg = TrainConfig.for_family("dit")
+    plain = weighted_or_masked_mse(pred, target, None, {}, cfg)
+    assert torch.equal(plain, ((pred.float() - target.float()) ** 2).mean())
+    cfg = TrainConfig.for_family("dit", masked_loss=True)
+    masked = weighted_or_masked_mse(pred, target, None, {MASK_KEY: torch.ones(2, 1, 4, 4)}, cfg)
+    assert torch.equal(masked, masked_mse(pred, target, torch.ones(2, 1, 4, 4)))

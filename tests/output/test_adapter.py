@@ -297,6 +297,26 @@ def test_overwriting_a_run_removes_its_other_adapter_files_but_not_the_users(tmp
     assert left == {"pytorch_lora_weights.safetensors", "mine.safetensors"}
 
 
+def test_a_peft_format_adapter_names_its_base_model(tmp_path):
+    """A family whose consumer has no LoRA loader (DiT, the video LLMs) saves PEFT's files naming no base model;
+    write_adapter names the run's (a diffusers-format adapter has no adapter_config.json to name it in)."""
+    import json
+    from types import SimpleNamespace
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.output.adapter import save_peft_adapter
+
+    class Peft:
+        def save_adapter(self, output_dir, lora_state, lora_config):
+            return save_peft_adapter(output_dir, lora_state, lora_config, None)
+
+    state = {"blocks.0.to_q.lora_A.weight": torch.ones(2, 4), "blocks.0.to_q.lora_B.weight": torch.ones(4, 2)}
+    config = {"r": 2, "lora_alpha": 2, "target_modules": ["to_q"]}
+    cfg = TrainConfig.for_family("dit", pretrained_model_name_or_path="/models/dit")
+    write_adapter(SimpleNamespace(adapter=Peft(), adapter_extras=None), tmp_path, state, config, {}, [], cfg=cfg)
+    assert json.loads((tmp_path / "adapter_config.json").read_text())["base_model_name_or_path"] == "/models/dit"
+
+
 # The same adapter, written by processes with different string hash seeds: PEFT's target_modules is a set, and
 # list(set) follows the seed. Eight module names give 8! orders, so two seeds agreeing by chance is rare.
 _WRITE_IN_A_PROCESS = """

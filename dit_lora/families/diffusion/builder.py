@@ -7,7 +7,7 @@ Defaults: the standard image data (:class:`~.components.DiffusionData`), metadat
 in the run's dtype, :class:`~.components.DiffusionPrecision`), nothing set up per run
 (:class:`~.components.DiffusionSetup`) and the kit's adapter on ``info.pipeline_class_name``
 (:class:`~.adapter.KitAdapter`). Wiring: the loss takes the encoders,
-the samples take the encoders, the plan takes the encoders, the loss and the image buckets.
+the samples take the encoders, the plan takes the encoders, the loss and the image buckets, and the model.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dit_lora.families.diffusion.components import (
     DiffusionCaptions,
     DiffusionData,
     DiffusionNotes,
+    DiffusionPlan,
     DiffusionPrecision,
     DiffusionSetup,
 )
@@ -66,7 +67,7 @@ class LatentGrid(AnyAspect):
     config's ``patch_key``, ``patch`` when unset; ``default_stride`` without a model), and, for an uncatalogued model,
     the resolution it was built for (the transformer's ``sample_size`` x the VAE's downsampling), all read from the
     model's small config files (``sample_size``: the transformer class's own default, for a config that leaves it
-    unset)."""
+    unset). ``square``: why a transformer that unpatchifies only squares takes squares only (None: any aspect)."""
 
     def __init__(
         self,
@@ -77,9 +78,15 @@ class LatentGrid(AnyAspect):
         vae_blocks: int = 4,
         patch: int = 2,
         sample_size: int | None = None,
+        square: str | None = None,
     ) -> None:
         self.patch_key, self.default_stride = patch_key, default_stride
         self.vae_key, self.vae_blocks, self.patch, self.sample_size = vae_key, vae_blocks, patch, sample_size
+        self.square = square
+
+    def square_only(self, cfg: TrainConfig) -> str | None:
+        """``square``: the reason every image is cropped to the ``--resolution`` square, or None."""
+        return self.square
 
     def sizes(self, cfg: TrainConfig) -> tuple[int, int, int | None]:
         """(the VAE's downsampling, the patch size, the transformer's ``sample_size``; None when unset and the class
@@ -156,6 +163,9 @@ def diffusion_spec(
     component wins; None leaves it out), the rest of ``components`` as given."""
     built_loss = loss(encoders)
     filled = {**default_components(info, model), **components}
+    built_plan = plan(encoders, built_loss, filled.get("image_buckets")) if plan is not None else None
+    if isinstance(built_plan, DiffusionPlan):
+        built_plan.model = model  # the kit's plan_components builds the model's own components on the meta device
     return FamilySpec(
         name=name,
         info=info,
@@ -163,6 +173,6 @@ def diffusion_spec(
         encoders=encoders,
         loss=built_loss,
         samples=samples(encoders) if samples is not None else None,
-        plan=plan(encoders, built_loss, filled.get("image_buckets")) if plan is not None else None,
+        plan=built_plan,
         **filled,
     )

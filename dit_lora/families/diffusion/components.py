@@ -35,8 +35,15 @@ from dit_lora.data.aspect import run_buckets
 from dit_lora.data.cache import as_encoding
 from dit_lora.data.masks import LATENT_KEY, PIXEL_KEY, latent_mask
 from dit_lora.data.prepare import ImageMedia, prepare_data
-from dit_lora.data.synthetic.shapes import check_demo_resolution, make_shapes_dataset
+from dit_lora.data.synthetic.shapes import (
+    SHAPES_CLASS_MARKER,
+    SHAPES_MARKER,
+    check_demo_resolution,
+    make_shapes_class_dataset,
+    make_shapes_dataset,
+)
 from dit_lora.families.diffusion.demo_data import demo_data
+from dit_lora.families.diffusion.latents import scaled_latents
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
@@ -211,14 +218,15 @@ class DiffusionEncoders(ABC):
         """Everything besides the sample that changes the encoded latents/embeddings (``comps``: what the data stage
         decided; None in ``check-data``, where no model is loaded)."""
 
-    @abstractmethod
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
-        """Pixels in [-1, 1] -> scaled latents in fp32.
+        """Pixels in [-1, 1] -> scaled latents in fp32: here an image VAE's (``comps.encoders["vae"]``, kept in fp32)
+        posterior mode, shifted and scaled by its config (:func:`~.latents.scaled_latents`).
 
         Images: ``(B, 3, H, W)`` -> a latent tensor. Videos: ``(B, F, 3, H, W)`` -> a latent tensor or a dict with
         ``"latents"`` plus other per-sample tensors the loss needs (e.g. ``"image_latents"``); every entry is cached
         beside the caption embeddings and arrives in the batch under its own key.
         """
+        return scaled_latents(comps.encoders["vae"], pixel_values)
 
     @abstractmethod
     def encode_prompts(
@@ -277,8 +285,18 @@ class DiffusionSamples(ABC):
     """``FamilySpec.samples``: the validation prompt encoded with its negative, PNG files; a family writes how it
     generates (from the in-memory model, and from the consumer with the saved adapter)."""
 
+    #: the diffusers sampler class when the checkpoint's scheduler config names none (None: the training scheduler)
+    fallback_sampler: str | None = None
+
     def __init__(self, encoders: DiffusionEncoders) -> None:
         self.encoders = encoders
+
+    def sampler(self, comps: Components) -> Any:
+        """The in-memory pipeline's scheduler: the class the checkpoint's scheduler config names
+        (``comps.state.scheduler_config``), from that config; else :attr:`fallback_sampler`, else the training
+        scheduler."""
+        sampler = checkpoint_sampler(getattr(comps.state, "scheduler_config", None), self.fallback_sampler)
+        return sampler if sampler is not None else comps.scheduler
 
     def validation_inputs(self, comps: Components, validation: ValidationOptions) -> dict[str, Any]:
         """``--validation_prompt`` encoded with its classifier-free-guidance negative, before the encoders go."""
@@ -317,12 +335,6 @@ class PipelineSamples(DiffusionSamples):
     text_parts: tuple[str, ...] = ("tokenizer", "text_encoder")
     #: whether the call takes the run's ``--resolution`` as its height and width
     sized: bool = True
-
-    def sampler(self, comps: Components):
-        """The class the checkpoint's scheduler config names (``comps.state.scheduler_config``), from that config;
-        the training scheduler when there is none."""
-        sampler = checkpoint_sampler(getattr(comps.state, "scheduler_config", None), None)
-        return sampler if sampler is not None else comps.scheduler
 
     def call_kwargs(self, cfg: TrainConfig, cached: bool) -> dict[str, Any]:
         """The pipeline call's own arguments (``cached``: the in-memory model's call, from the cached embeddings;
@@ -378,18 +390,23 @@ class PipelineSamples(DiffusionSamples):
 
 class DiffusionPlan(ABC):
     """``FamilySpec.plan``: one image micro-batch per bucket through the family's own encoder, the family's loss
-    traced; a family writes :meth:`plan_components` and :meth:`plan_conditioning`."""
+    traced; a family writes :meth:`plan_conditioning` (and :meth:`plan_components` where the kit does not load it)."""
 
     #: the config value that counts the model's repeated blocks, as ``(config file, key)``: the planner traces two
     #: and three blocks and extrapolates to the real depth
     depth_key: tuple[str, str] = ("transformer/config.json", "num_layers")
+    #: the family's model component (``diffusion_spec`` wires it): the default :meth:`plan_components` builds with it
+    model: Any = None
 
     def __init__(self, encoders: DiffusionEncoders, loss: DiffusionLoss, buckets: ImageBuckets | None = None) -> None:
         self.encoders, self.loss, self.buckets = encoders, loss, buckets
 
-    @abstractmethod
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
-        """What ``load_components`` loads, built from configs on the meta device (``depth``: that many blocks)."""
+        """What ``load_components`` loads, built from configs on the meta device (``depth``: that many blocks): the
+        kit model's own (:meth:`~dit_lora.families.diffusion.loader.KitModel.plan_components`)."""
+        if self.model is None:
+            raise TypeError(f"{type(self).__name__} has no model to plan: build it with diffusion_spec, or override")
+        return self.model.plan_components(cfg, read, depth, self.depth_key[1])
 
     @abstractmethod
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
@@ -484,17 +501,20 @@ class DiffusionSetup:
 class ShapesDemo:
     """``FamilySpec.demo``: the family's tiny random pipeline (``build(cfg)``, its ``demo.py``, at the run's
     ``--pretrained_model_name_or_path`` and of the family's demo options) and the shapes data set at ``size`` pixels
-    (None: ``--resolution``). Before anything is built or drawn: ``check(cfg)``, the family's refusal of a
-    ``--resolution`` its pipeline cannot take, then, where the shapes are drawn at ``--resolution``, the demo's own
-    size range (:func:`~dit_lora.data.synthetic.shapes.check_demo_resolution`)."""
+    (None: ``--resolution``; a function: the size it gives the run, after the build), captioned or, ``classes``, in
+    one folder per class (a class-conditional family's). Before anything is built or drawn: ``check(cfg)``, the
+    family's refusal of a ``--resolution`` its pipeline cannot take, then, where the shapes are drawn at
+    ``--resolution``, the demo's own size range (:func:`~dit_lora.data.synthetic.shapes.check_demo_resolution`)."""
 
     def __init__(
         self,
         build: Callable[[TrainConfig], Any],
-        size: int | None = None,
+        size: int | Callable[[TrainConfig], int] | None = None,
         check: Callable[[TrainConfig], None] | None = None,
+        *,
+        classes: bool = False,
     ) -> None:
-        self.build, self.size, self.check = build, size, check
+        self.build, self.size, self.check, self.classes = build, size, check, classes
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images (a folder
@@ -505,5 +525,8 @@ class ShapesDemo:
         if self.size is None:
             check_demo_resolution(cfg.data.resolution)
         self.build(cfg)
-        size = self.size or cfg.data.resolution
-        demo_data(cfg, draw=lambda folder: make_shapes_dataset(folder, n=cfg.model.demo_num_images, size=size, seed=0))
+        size = (self.size(cfg) if callable(self.size) else self.size) or cfg.data.resolution
+        marker, make = (
+            (SHAPES_CLASS_MARKER, make_shapes_class_dataset) if self.classes else (SHAPES_MARKER, make_shapes_dataset)
+        )
+        demo_data(cfg, marker, lambda folder: make(folder, n=cfg.model.demo_num_images, size=size, seed=0))

@@ -17,7 +17,8 @@ block swap) edits this file, not the families:
 6. the family's :meth:`KitModel.build_components`: the scheduler and its state from the loaded parts.
 
 The memory plan builds the same parts on the meta device from their configs (:func:`plan_parts`), so a family's
-``plan_components`` is its ``build_components`` of them.
+``plan_components`` is its ``build_components`` of them (:meth:`KitModel.plan_components`, which the kit's
+``DiffusionPlan`` calls by default).
 
 Classes are named as strings and looked up in diffusers or transformers at load time (:func:`model_class`): the
 heavy imports stay inside the call.
@@ -29,7 +30,7 @@ import math
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 
@@ -184,6 +185,15 @@ class KitModel(DiffusionModel):
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         """:func:`load_pipeline`."""
         return load_pipeline(self, cfg, device)
+
+    def plan_components(
+        self, cfg: TrainConfig, read, depth: int | None = None, depth_key: str = "num_layers"
+    ) -> Components:
+        """What :meth:`load_components` loads, built on the meta device from the configs ``read`` returns
+        (``depth``: that many blocks, the transformer config's ``depth_key``): :meth:`build_components` of
+        :func:`plan_parts`, with no device (a family planned here takes ``device`` None: nothing moves)."""
+        loaded = plan_parts(self.pipeline_parts(cfg), cfg, read, depth, depth_key)
+        return cast(Any, self).build_components(cfg, loaded, None)  # None: the planned parts stay on the meta device
 
     def transformer_folders(self, cfg: TrainConfig) -> dict[str, str]:
         """The transformers to load, ``{key: subfolder}``: one, ``transformer/`` (Wan A14B: the trained experts)."""

@@ -332,6 +332,19 @@ def scaling_factor(latents: torch.Tensor) -> float:
     return float(f"{1.0 / latents.float().std().item():.4g}")
 
 
+def measured_scaling(resolution: int, seed: int) -> Callable[[Any], None]:
+    """A tiny VAE's ``then``: its :func:`scaling_factor` measured on a few :func:`shapes_pixels` of ``resolution`` px
+    (an ``AutoencoderKL``'s posterior mode, a DC-AE's latent) and registered in its config."""
+
+    def measure(vae: Any) -> None:
+        with torch.no_grad():
+            encoded = vae.encode(shapes_pixels(resolution, seed))
+            latents = encoded.latent if hasattr(encoded, "latent") else encoded.latent_dist.mode()
+        vae.register_to_config(scaling_factor=scaling_factor(latents))
+
+    return measure
+
+
 def channel_statistics(latents: torch.Tensor) -> tuple[list[float], list[float]]:
     """Per-channel mean and std (at least 1e-3) of ``[n, C, ...]`` latents to four digits: a VAE's ``latents_mean``
     and ``latents_std`` (the pipelines normalise latents as ``(z - mean) / std``)."""

@@ -51,10 +51,6 @@ class VideoSamples(DiffusionSamples):
     def pipeline_class(self) -> Any:
         """The diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""
 
-    @abstractmethod
-    def sampler(self, comps: Components) -> Any:
-        """The in-memory pipeline's scheduler (the checkpoint's own sampler)."""
-
     def call_kwargs(
         self, cfg: TrainConfig, generator: torch.Generator, num_videos: int, comps: Components | None = None
     ) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from dit_lora.families.dit.embedding import (
     resize_class_embeddings,
 )
 from dit_lora.families.dit.state import run_state
-from dit_lora.output.adapter import set_peft_base_model
 from dit_lora.output.names import CLASSES_FILE
 
 if TYPE_CHECKING:
@@ -54,12 +53,10 @@ class DiTFitting(PeftFitting):
 
 
 class DiTAdapterExtras:
-    """``FamilySpec.adapter_extras``: the base model in ``adapter_config.json`` and the run's label map."""
+    """``FamilySpec.adapter_extras``: the run's label map beside the adapter."""
 
     def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
-        """The base model in ``adapter_config.json`` and the label map the setup component built."""
-        output_dir = Path(output_dir)
-        set_peft_base_model(output_dir, cfg.model.pretrained_model_name_or_path)
+        """The label map the setup component built (``dit_lora_classes.json``)."""
         state = run_state(comps)
         if state.classes is not None:
             info = {
@@ -71,7 +68,7 @@ class DiTAdapterExtras:
                 "class_embedding_pattern": CLASS_EMBEDDING_PATTERN,
                 "pretrained_rows": bool(state.kept_pretrained_names),
             }
-            (output_dir / CLASSES_FILE).write_text(json.dumps(info, indent=2) + "\n")
+            (Path(output_dir) / CLASSES_FILE).write_text(json.dumps(info, indent=2) + "\n")
 
 
 class DiTCard(KitCard):

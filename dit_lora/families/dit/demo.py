@@ -15,8 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
 
@@ -42,10 +40,7 @@ def _tiny(size: str, seed: int) -> tiny.TinyPipeline:
     shapes images (what 0.18215 is for the SD VAE), saved under the real repo's legacy names."""
     config = get_tiny_dit_config(size)
 
-    def measure(vae: Any) -> None:
-        with torch.no_grad():
-            latents = vae.encode(tiny.shapes_pixels(config["resolution"], seed)).latent_dist.mode()
-        vae.register_to_config(scaling_factor=tiny.scaling_factor(latents))
+    measure = tiny.measured_scaling(config["resolution"], seed)  # the VAE's scaling_factor, on shapes
 
     def legacy_names(folder: Path, _components: dict[str, Any]) -> None:
         # As in facebook/DiT-XL-2-256: the legacy class name, and ImageNet-style labels in model_index.json.

@@ -11,7 +11,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
-from dit_lora.families.diffusion.latents import model_identity, scaled_latents
+from dit_lora.families.diffusion.latents import model_identity
 from dit_lora.families.dit.classes import pretrained_rows, split_class_names
 from dit_lora.families.dit.embedding import resize_class_embeddings
 from dit_lora.families.dit.state import run_state
@@ -32,10 +32,6 @@ class DiTEncoders(DiffusionEncoders):
             "latents": "posterior_mean_fp32",
             "classes": run_state(comps).classes if comps is not None else None,
         }
-
-    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
-        """The VAE posterior's mean times ``scaling_factor``, in fp32 (deterministic, so the cache is too)."""
-        return scaled_latents(comps.encoders["vae"], pixel_values)
 
     def encode_prompts(
         self, comps: Components, captions: list[str], *, with_negative: bool = False

@@ -10,7 +10,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionLoss, ddpm_noised
 from dit_lora.families.dit.state import run_state
-from dit_lora.modeling.masked_loss import mask_weights, masked_mse
+from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -34,7 +34,5 @@ class DiTLoss(DiffusionLoss):
         drop = torch.rand(latents.shape[0], generator=generator, device=latents.device) < state.class_dropout_prob
         labels = torch.where(drop, torch.full_like(labels, state.null_id()), labels)
         pred = state.epsilon(model(noisy, timestep=timesteps, class_labels=labels, return_dict=False)[0])
-        weights = mask_weights(batch, cfg)  # --masked_loss: the epsilon MSE per latent pixel (no VLB term here)
-        if weights is not None:
-            return masked_mse(pred, noise, weights, normalize=cfg.data.normalize_masked_area_loss)
-        return ((pred.float() - noise.float()) ** 2).mean()
+        # --masked_loss: the epsilon MSE per latent pixel (no VLB term here)
+        return weighted_or_masked_mse(pred, noise, None, batch, cfg)

@@ -11,10 +11,8 @@ import torch
 from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.core.errors import UserError
 from dit_lora.data.sources import class_folder_names
-from dit_lora.data.synthetic.shapes import SHAPES_CLASS_MARKER, make_shapes_class_dataset
 from dit_lora.families.diffusion.builder import LatentGrid
-from dit_lora.families.diffusion.components import DiffusionTrainables, Fp32VaePrecision, ddpm_schedule
-from dit_lora.families.diffusion.demo_data import demo_data
+from dit_lora.families.diffusion.components import DiffusionTrainables, Fp32VaePrecision, ShapesDemo, ddpm_schedule
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, freeze
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 from dit_lora.families.diffusion.run_state import output_layout
@@ -31,33 +29,6 @@ from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
-
-
-def dit_components(transformer, vae, scheduler_cfg: dict, device) -> Components:
-    """The loaded (or planned) transformer and VAE as the run's components, the DDPM schedule of the checkpoint's
-    betas, what the checkpoint says in its :class:`DiTRun` (``device`` None: the scheduler's tables stay where they
-    are)."""
-    make_peft_capable(transformer)
-    tables = label_embeddings(transformer)
-    dropout = tables[0][1].dropout_prob if tables else DEFAULT_CLASS_DROPOUT
-    for _, emb in tables:
-        # Labels are dropped in compute_loss with the run's generator (resumable), not by the module.
-        emb.dropout_prob = 0.0
-    freeze([transformer], vae)
-    base_num_classes = int(transformer.config.num_embeds_ada_norm)
-    scheduler = ddpm_schedule(scheduler_cfg)
-    return Components(
-        model=transformer,
-        scheduler=schedule_on_device(scheduler, device) if device is not None else scheduler,
-        encoders={"vae": vae},
-        state=DiTRun(
-            scheduler_config=scheduler_cfg,
-            class_dropout_prob=float(dropout),
-            **output_layout(transformer),
-            null_class=base_num_classes,  # rows of the class table minus the null row (after inspect_samples)
-            base_num_classes=base_num_classes,
-        ),
-    )
 
 
 class DiTModel(KitModel):
@@ -126,10 +97,32 @@ class DiTModel(KitModel):
         if names and model_classes:
             pretrained_rows(cfg, names, int(model_classes))
 
-    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
-        """:func:`dit_components`: what the checkpoint says (label dropout, learned sigma, class count, scheduler)
-        in the run's :class:`DiTRun`."""
-        return dit_components(loaded.transformer, loaded.vae, loaded.scheduler_config, device)
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device | None) -> Components:
+        """The loaded (or planned) transformer and VAE as the run's components, the DDPM schedule of the checkpoint's
+        betas, what the checkpoint says (label dropout, learned sigma, class count, scheduler) in its :class:`DiTRun`
+        (``device`` None: the scheduler's tables stay where they are)."""
+        transformer, vae, scheduler_cfg = loaded.transformer, loaded.vae, loaded.scheduler_config
+        make_peft_capable(transformer)
+        tables = label_embeddings(transformer)
+        dropout = tables[0][1].dropout_prob if tables else DEFAULT_CLASS_DROPOUT
+        for _, emb in tables:
+            # Labels are dropped in compute_loss with the run's generator (resumable), not by the module.
+            emb.dropout_prob = 0.0
+        freeze([transformer], vae)
+        base_num_classes = int(transformer.config.num_embeds_ada_norm)
+        scheduler = ddpm_schedule(scheduler_cfg)
+        return Components(
+            model=transformer,
+            scheduler=schedule_on_device(scheduler, device) if device is not None else scheduler,
+            encoders={"vae": vae},
+            state=DiTRun(
+                scheduler_config=scheduler_cfg,
+                class_dropout_prob=float(dropout),
+                **output_layout(transformer),
+                null_class=base_num_classes,  # rows of the class table minus the null row (after inspect_samples)
+                base_num_classes=base_num_classes,
+            ),
+        )
 
 
 #: DiT's pipeline folder, as the kit's loader reads it: class-conditional, so no text encoder or tokenizer
@@ -143,21 +136,17 @@ PARTS = PipelineParts(
 )
 
 
-class DiTBuckets(LatentGrid):
-    """``FamilySpec.image_buckets`` and ``defaults``: the kit's grid (the stride, 8 x 2, is still said for
-    ``check-data``; the native size, the only one DiTPipeline samples at, is the default of an uncatalogued model:
-    ``sample_size`` 32 when unset, as in ``DiTTransformer2DModel``), squares only."""
-
-    def square_only(self, cfg: TrainConfig) -> str | None:
-        """Always: DiTTransformer2DModel unpatchifies its output as a square (``height = width = sqrt(tokens)``)."""
-        return (
-            "the DiT transformer takes only square inputs (diffusers' DiTTransformer2DModel unpatchifies a "
-            "square), so every image is cropped to the --resolution square"
-        )
-
-
-#: DiT's buckets and defaults
-GRID = DiTBuckets(sample_size=32)
+#: ``FamilySpec.image_buckets`` and ``defaults``: the kit's grid (the stride, 8 x 2, is still said for ``check-data``;
+#: the native size, the only one DiTPipeline samples at, is the default of an uncatalogued model: ``sample_size`` 32
+#: when unset, as in ``DiTTransformer2DModel``), squares only: DiTTransformer2DModel unpatchifies its output as a
+#: square (``height = width = sqrt(tokens)``)
+GRID = LatentGrid(
+    sample_size=32,
+    square=(
+        "the DiT transformer takes only square inputs (diffusers' DiTTransformer2DModel unpatchifies a "
+        "square), so every image is cropped to the --resolution square"
+    ),
+)
 
 
 class DiTTrainables(DiffusionTrainables):
@@ -176,16 +165,10 @@ class DiTTrainables(DiffusionTrainables):
         return patterns
 
 
-class DiTDemo:
-    """``FamilySpec.demo``: the tiny random DiT pipeline (``demo.py``) and the shapes class folders."""
-
-    def prepare_demo(self, cfg: TrainConfig) -> None:
-        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes classes."""
-        # The demo builders: only for --demo
-        build_tiny_dit_pipeline(cfg.model.path, size=cfg.model.demo_size, seed=0)
-        size = get_tiny_dit_config(cfg.model.demo_size)["resolution"]
-        demo_data(
-            cfg,
-            SHAPES_CLASS_MARKER,
-            lambda directory: make_shapes_class_dataset(directory, n=cfg.model.demo_num_images, size=size, seed=0),
-        )
+#: ``FamilySpec.demo``: the tiny random DiT pipeline of ``--demo_size`` (``demo.py``) and the shapes class folders at
+#: its resolution
+DEMO = ShapesDemo(
+    lambda cfg: build_tiny_dit_pipeline(cfg.model.path, size=cfg.model.demo_size, seed=0),
+    size=lambda cfg: get_tiny_dit_config(cfg.model.demo_size)["resolution"],
+    classes=True,
+)

@@ -8,17 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import PipelineSamples
-from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.families.dit.classes import split_class_names
 from dit_lora.families.dit.state import run_state
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
-
-
-def inference_scheduler(comps: Components):
-    """The sampler of the checkpoint's scheduler config, DDIM when it names no diffusers class."""
-    return checkpoint_sampler(run_state(comps).scheduler_config, "DDIMScheduler")
 
 
 class DiTSamples(PipelineSamples):
@@ -28,7 +22,7 @@ class DiTSamples(PipelineSamples):
     pipeline = "DiTPipeline"
     text_parts = ()
     sized = False  # DiTPipeline samples at the transformer's own size
-    sampler = staticmethod(inference_scheduler)
+    fallback_sampler = "DDIMScheduler"  # the checkpoint's sampler, DDIM when its config names no diffusers class
 
     def cached_inputs(self, comps: Components, cond: dict[str, Any], cfg: TrainConfig) -> dict[str, Any]:
         """The ids of the prompt's classes in the run's label map."""

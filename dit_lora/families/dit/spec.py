@@ -15,9 +15,6 @@ Class count. ImageNet DiTs embed 1000 classes plus one null class (the last row 
 names are not the model's own (``classes.py``) stops with a message unless ``--num_classes N`` is given; then
 every block's table is resized to N + 1 rows (``embedding.py``) and trained through the backbone machinery
 (``model.DiTTrainables``).
-
-The loss (``loss.py``, the kit's ``ddpm_noised`` and ``EpsilonRun.epsilon``), the precision (``model.PARTS``) and
-the saved files (``adapter.py``: PEFT's own format, as ``DiTPipeline`` has no LoRA loader) are said where they live.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from dit_lora.families.dit.adapter import DiTAdapterExtras, DiTCard, DiTFitting
 from dit_lora.families.dit.encoders import DiTEncoders, DiTSetup
 from dit_lora.families.dit.kernels import patch_points
 from dit_lora.families.dit.loss import DiTLoss
-from dit_lora.families.dit.model import GRID, PARTS, DiTDemo, DiTModel, DiTTrainables
+from dit_lora.families.dit.model import DEMO, GRID, PARTS, DiTModel, DiTTrainables
 from dit_lora.families.dit.plan import DiTPlan
 from dit_lora.families.dit.samples import DiTSamples
 from dit_lora.output.names import PEFT_ADAPTER_FILE
@@ -69,7 +66,7 @@ def dit_spec(name: str = "dit") -> FamilySpec:
         notes=None,  # nothing to say before training: the spec declares no RunNotes capability, as before
         setup=DiTSetup(),
         trainables=DiTTrainables(),
-        demo=DiTDemo(),
+        demo=DEMO,
         fitting=fitting,
         adapter_extras=DiTAdapterExtras(),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from dit_lora.families.diffusion.run_state import EpsilonRun
 from dit_lora.families.dit.embedding import DEFAULT_CLASS_DROPOUT
@@ -26,15 +27,12 @@ class DiTRun(EpsilonRun):
     #: whether the class names are the base model's own (ImageNet wnids, id2label synonyms), keeping its rows
     kept_pretrained_names: bool = False
 
+    #: what sets :attr:`null_class` (:meth:`required`'s refusal of a state built by hand without it)
+    loaded_by: ClassVar[str] = "DiTModel.build_components sets it (the class rows of the model's class table)"
+
     def null_id(self) -> int:
-        """:attr:`null_class`, which loading (``model.dit_components``) and ``inspect_samples`` set; a state built by
-        hand without it is refused in words rather than as a None reaching torch."""
-        if self.null_class is None:
-            raise RuntimeError(
-                "DiTRun.null_class is not set: components built by hand need it (the class rows of the model's "
-                "class table; model.dit_components sets it when it loads a model)."
-            )
-        return self.null_class
+        """:attr:`null_class`, which loading and ``inspect_samples`` set (:meth:`required`: refused in words)."""
+        return self.required(self.null_class, "null_class")
 
 
 #: ``comps.state``, an empty :class:`DiTRun` put there first for components built by hand (tests, benchmarks).

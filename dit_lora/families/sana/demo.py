@@ -74,10 +74,7 @@ def _tiny(size: str, seed: int) -> tiny.TinyPipeline:
     if config["vae"]["latent_channels"] != config["transformer"]["in_channels"]:
         raise ValueError("VAE latent_channels must equal transformer in_channels")
 
-    def measure(vae: Any) -> None:
-        with torch.no_grad():
-            latents = vae.encode(tiny.shapes_pixels(config["resolution"], seed)).latent
-        vae.register_to_config(scaling_factor=tiny.scaling_factor(latents))
+    measure = tiny.measured_scaling(config["resolution"], seed)  # the VAE's scaling_factor, on shapes
 
     gemma_ids = {key: key for key in ("pad_token_id", "bos_token_id", "eos_token_id")}
     return tiny.TinyPipeline(

@@ -8,14 +8,8 @@ from typing import Any
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image
-from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.families.diffusion.video_samples import TaskVideoSamples
 from dit_lora.families.sanavideo.state import run_state
-
-
-def inference_scheduler(comps: Components):
-    """The checkpoint's own sampler (DPM-Solver with flow sigmas, or flow-matching Euler), from its config."""
-    return checkpoint_sampler(run_state(comps).scheduler_config, "FlowMatchEulerDiscreteScheduler")
 
 
 class SanaVideoSamples(TaskVideoSamples):
@@ -27,7 +21,8 @@ class SanaVideoSamples(TaskVideoSamples):
     # the trained bucket, not the 480p table's nearest size
     fixed_kwargs = {"output_type": "pil", "use_resolution_binning": False}
     device_from_trained = True
-    sampler = staticmethod(inference_scheduler)
+    # the checkpoint's own sampler (DPM-Solver with flow sigmas, or flow-matching Euler), from its config
+    fallback_sampler = "FlowMatchEulerDiscreteScheduler"
 
     def image_kwargs(self, comps: Components | None, cfg: TrainConfig) -> dict[str, Any]:
         """Image-to-video: the run's conditioning image (the first clip's first frame or ``--validation_image``)."""

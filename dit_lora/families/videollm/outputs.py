@@ -21,7 +21,7 @@ from dit_lora.core.fileio import write_text_atomic
 from dit_lora.families.videollm.architecture import VideoLLMSpec, model_folder
 from dit_lora.families.videollm.processing import QAProcessingLoader, VideoQAProcessing
 from dit_lora.families.videollm.state import run_processing, run_state
-from dit_lora.output.adapter import attach_adapter, save_peft_adapter, set_peft_base_model
+from dit_lora.output.adapter import attach_adapter, save_peft_adapter
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -37,17 +37,13 @@ class VideoQAPipe:
 
 @dataclass(frozen=True)
 class VideoLLMAdapter:
-    """``FamilySpec.adapter`` and ``adapter_extras``: the PEFT adapter, its base model, and loading it back."""
+    """``FamilySpec.adapter``: the PEFT adapter (its base model named by ``write_adapter``), and loading it back."""
 
     arch: VideoLLMSpec
 
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
         """PEFT's ``adapter_model.safetensors`` and ``adapter_config.json``."""
         return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
-
-    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
-        """The base model named in ``adapter_config.json``."""
-        set_peft_base_model(Path(output_dir), cfg.model.pretrained_model_name_or_path)
 
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device) -> VideoQAPipe:
         """The base model with the saved adapter (and projector) loaded by dit-lora's loader, and its processing."""

@@ -11,7 +11,7 @@ so the training loop, guards, checkpoints and Hub push are the diffusion recipes
   :class:`~.processing.QAProcessingLoader` (the model's processing, for ``check-data`` too)
 * ``setup``, ``loss``: :mod:`~.state` (the loss function and the validation clip, and the step that reads them)
 * ``plan``: :class:`~.plan.VideoLLMPlan`
-* ``adapter`` and ``adapter_extras`` (one object), ``samples``, ``card``: :mod:`~.outputs`
+* ``adapter``, ``samples``, ``card``: :mod:`~.outputs`
 * ``demo``: :class:`VideoLLMDemo` (below)
 
 What a run decides lives in its :class:`~.state.VideoLLMState` (``comps.state``). The loss counts answer tokens
@@ -83,14 +83,13 @@ def family_info(arch: VideoLLMSpec) -> FamilyInfo:
 def family_spec(arch: VideoLLMSpec, build_demo_model: Callable[[str | Path], Path]) -> FamilySpec:
     """The :class:`FamilySpec` of the video-LLM architecture ``arch`` (registered under ``arch.name``), whose tiny
     offline model ``build_demo_model(path)`` writes."""
-    adapter = VideoLLMAdapter(arch)
     return FamilySpec(
         name=arch.name,
         info=family_info(arch),
         model=VideoLLMModel(arch),
         data=VideoQAData(),
         loss=VideoLLMLoss(arch),
-        adapter=adapter,
+        adapter=VideoLLMAdapter(arch),
         video_qa=QAProcessingLoader(arch),
         samples=VideoLLMSamples(),
         plan=VideoLLMPlan(arch),
@@ -100,5 +99,4 @@ def family_spec(arch: VideoLLMSpec, build_demo_model: Callable[[str | Path], Pat
         trainables=VideoLLMTrainables(arch),
         precision=VideoLLMPrecision(arch),
         demo=VideoLLMDemo(build_demo_model),
-        adapter_extras=adapter,
     )

@@ -8,15 +8,10 @@ from typing import Any
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.families.diffusion.video_samples import TaskVideoSamples
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.families.wan.info import WanTask
 from dit_lora.families.wan.state import run_state
-
-
-def _inference_scheduler(comps: Components):
-    return checkpoint_sampler(run_state(comps).scheduler_config, "UniPCMultistepScheduler")
 
 
 def _transformers(comps: Components, denoiser, stack: ExitStack) -> dict[str, Any]:
@@ -42,11 +37,8 @@ class WanSamples(TaskVideoSamples):
     """``FamilySpec.samples``: videos from the Wan pipeline, written as mp4 at the checkpoint's frame rate."""
 
     device_from_trained = True
+    fallback_sampler = "UniPCMultistepScheduler"  # the checkpoint's sampler, UniPC when its config names none
     task: WanTask
-
-    def sampler(self, comps: Components) -> Any:
-        """The checkpoint's sampler, UniPC when its config names none."""
-        return _inference_scheduler(comps)
 
     def pipeline_parts(self, comps: Components, model, stack: ExitStack) -> dict[str, Any]:
         """The trained expert(s) (:func:`_transformers`) and the checkpoint's ``expand_timesteps``."""

@@ -11,7 +11,6 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.latents import scaled_latents
 from dit_lora.families.diffusion.prompts import CaptionLength, pipeline_prompts
 from dit_lora.families.diffusion.text_conditioned import encoder_identity
 
@@ -38,7 +37,8 @@ def unpadded(embeds: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
 
 
 class ZImageEncoders(DiffusionEncoders):
-    """``FamilySpec.encoders``: the cache's encoders, and (``PromptText``) how a run encodes captions."""
+    """``FamilySpec.encoders``: the cache's encoders (images: the kit's, as diffusers' Z-Image trainer encodes and
+    ZImagePipeline undoes before decoding), and (``PromptText``) how a run encodes captions."""
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length (template tokens included, as the pipeline counts them)."""
@@ -47,11 +47,6 @@ class ZImageEncoders(DiffusionEncoders):
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype and caption length (and a quantized encoder)."""
         return encoder_identity(cfg, "zimage", max_sequence_length=max_sequence_length(cfg))
-
-    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
-        """Pixels through the VAE (fp32): the posterior's mode, then ``(z - shift_factor) * scaling_factor`` as
-        diffusers' Z-Image trainer does and ZImagePipeline undoes before decoding."""
-        return scaled_latents(comps.encoders["vae"], pixel_values)
 
     def encode_prompts(
         self, comps: Components, captions: list[str], *, with_negative: bool = False

@@ -21,7 +21,7 @@ from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.zimage.encoders import unpadded
 from dit_lora.families.zimage.state import tables
 from dit_lora.modeling.flow_matching import noisy_latents, sample_indices
-from dit_lora.modeling.masked_loss import mask_weights, masked_mse
+from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 #: ZImagePipeline: ``timestep = (1000 - t) / 1000``
 TIME_SCALE = 1000.0
@@ -98,7 +98,5 @@ class ZImageLoss(DiffusionLoss):
         captions = unpadded(batch["prompt_embeds"], caption_lengths(batch))
         pred = predict(model, noisy, transformer_time(timesteps), captions)
         target = zimage_target(latents, noise)
-        weights = mask_weights(batch, cfg)  # --masked_loss: per latent pixel (the transformer patches inside)
-        if weights is not None:
-            return masked_mse(pred, target, weights, normalize=cfg.data.normalize_masked_area_loss)
-        return ((pred.float() - target.float()) ** 2).mean()
+        # --masked_loss: per latent pixel (the transformer patches inside)
+        return weighted_or_masked_mse(pred, target, None, batch, cfg)

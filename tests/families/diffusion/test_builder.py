@@ -140,6 +140,8 @@ def test_the_latent_grid_reads_the_stride_and_the_native_size_from_the_configs(t
     with pytest.raises(UserError, match=r"--resolution 40 is not a multiple of 16 .* Use 32\."):
         grid.check_resolution(cfg)
     grid.check_resolution(_cfg(cfg.model.pretrained_model_name_or_path, resolution=64))
+    # a transformer that unpatchifies only squares (DiT's) says why, on the same grid
+    assert LatentGrid(square="it unpatchifies a square").square_only(cfg) == "it unpatchifies a square"
 
 
 def test_check_divisible_says_why_and_the_nearest_sizes():
@@ -157,3 +159,38 @@ def test_any_aspect_takes_the_familys_stride_as_a_value():
     cfg = TrainConfig()
     assert AnyAspect().bucket_stride(cfg) == 16 and AnyAspect(32).bucket_stride(cfg) == 32
     assert AnyAspect(32).square_only(cfg) is None
+
+
+def test_the_plan_builds_the_kit_models_own_components_on_the_meta_device(monkeypatch):
+    """A plan that states only its conditioning plans through the model ``diffusion_spec`` wires to it: the kit
+    model's ``build_components`` of ``plan_parts``, at the plan's depth key, with no device."""
+    from dit_lora.families.diffusion import loader
+
+    seen = []
+
+    class KitModel(loader.KitModel):
+        def validate_config(self, cfg):
+            pass
+
+        def build_components(self, cfg, loaded, device):
+            seen.append((loaded.transformer, loaded.scheduler_config, device))
+            return "components"
+
+    class ConditioningOnly(base.DiffusionPlan):
+        depth_key = ("transformer/config.json", "n_layers")
+
+        def plan_conditioning(self, comps, cfg, batch_size):
+            raise NotImplementedError
+
+    parts = loader.PipelineParts("Toy", "toy/Toy", "T", "V")
+    spec = diffusion_spec("toy", INFO, model=KitModel(INFO, parts), encoders=Encoders(), loss=Loss,
+                          plan=ConditioningOnly)
+    assert spec.plan.model is spec.model
+    planned = []
+    monkeypatch.setattr(loader, "plan_parts", lambda p, cfg, read, depth, key: planned.append((p, depth, key)) or
+                        loader.LoadedParts(transformers={"transformer": "meta transformer"}, vae=None,
+                                           scheduler_config={"k": 1}))
+    assert spec.plan.plan_components(TrainConfig(), read=None, depth=2) == "components"
+    assert planned == [(parts, 2, "n_layers")] and seen == [("meta transformer", {"k": 1}, None)]
+    with pytest.raises(TypeError, match="no model to plan"):
+        ConditioningOnly(Encoders(), None).plan_components(TrainConfig(), None)

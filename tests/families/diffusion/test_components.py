@@ -161,6 +161,19 @@ def test_samples_encode_the_prompt_with_its_negative_and_write_pngs(tmp_path):
     assert path == tmp_path / "final_0.png" and Image.open(path).size == (4, 4)
 
 
+def test_samples_sample_with_the_checkpoints_scheduler_else_the_familys_fallback_else_the_training_one():
+    from diffusers import DDIMScheduler, DPMSolverMultistepScheduler
+
+    named = Components(model=None, scheduler="training", state=SimpleNamespace(scheduler_config={
+        "_class_name": "DPMSolverMultistepScheduler", "beta_end": 0.03}))
+    unnamed = Components(model=None, scheduler="training", state=SimpleNamespace(scheduler_config={"beta_end": 0.03}))
+    assert PngSamples(None).sampler(unnamed) == "training"
+    fallback = type("Fallback", (PngSamples,), {"fallback_sampler": "DDIMScheduler"})(None)
+    assert isinstance(fallback.sampler(unnamed), DDIMScheduler) and fallback.sampler(unnamed).config.beta_end == 0.03
+    assert isinstance(fallback.sampler(named), DPMSolverMultistepScheduler)
+    assert isinstance(fallback.sampler(Components(model=None, scheduler="training")), DDIMScheduler)  # no state
+
+
 def test_the_plan_traces_the_largest_bucket_through_the_familys_encoder_and_loss():
     spec = pooling_spec(Buckets())
     cfg = TrainConfig(resolution=32, train_batch_size=2)
@@ -287,6 +300,22 @@ def test_the_shapes_demo_builds_the_model_then_the_data_and_keeps_a_users_folder
     base.ShapesDemo(lambda cfg: built.append(cfg.model.path)).prepare_demo(_cfg(tmp_path / "model", train_data_dir=str(mine)))
     assert "already holds data; training on it as it is" in capsys.readouterr().out
     assert sorted(p.name for p in mine.iterdir()) == ["a.png"]
+
+
+def test_a_class_conditional_shapes_demo_draws_class_folders_at_the_size_its_model_gives(tmp_path):
+    """``classes``: one folder per class (DiT's data), at the size a function of the run gives, after the build."""
+    from PIL import Image
+
+    from dit_lora.data.synthetic.shapes import SHAPES_CLASS_MARKER
+
+    built = []
+    demo = base.ShapesDemo(lambda cfg: built.append(cfg.model.path), size=lambda cfg: 8 * len(built), classes=True)
+    cfg = _cfg(tmp_path / "model", train_data_dir=str(tmp_path / "data"), demo_num_images=3, resolution=64)
+    demo.prepare_demo(cfg)
+    (folder,) = [p for p in (tmp_path / "data").iterdir() if p.is_dir()]  # three seeded draws: one class here
+    assert folder.name in ("circle", "square", "triangle") and len(list(folder.iterdir())) == 3
+    assert (tmp_path / "data" / SHAPES_CLASS_MARKER).is_file() and not (tmp_path / "data" / "metadata.jsonl").exists()
+    assert Image.open(next(folder.iterdir())).size == (8, 8)  # the size the function gave, after the build
 
 
 def test_the_shapes_demo_refuses_a_size_before_it_builds_or_draws_anything(tmp_path):

@@ -56,3 +56,20 @@ def test_the_model_identity_names_the_model_its_stamp_revision_and_variant(tmp_p
     assert one["model"] == os.path.abspath(tmp_path) and (one["revision"], one["variant"]) == ("r", "fp16")
     hub = ModelOptions(pretrained_model_name_or_path="org/model", revision=None, variant=None)
     assert model_identity(SimpleNamespace(model=hub))["model"] == "org/model"
+
+
+def test_a_diffusion_familys_images_encode_through_its_vae_by_default():
+    """``DiffusionEncoders.encode_images`` is :func:`scaled_latents` of ``comps.encoders["vae"]`` unless a family
+    encodes otherwise (DiT and Z-Image state nothing)."""
+    from dit_lora.contract.family import Components
+    from dit_lora.families.diffusion.components import DiffusionEncoders
+
+    class Encoders(DiffusionEncoders):
+        def cache_identity(self, cfg, comps=None):
+            return {}
+
+        def encode_prompts(self, comps, captions, *, with_negative=False):
+            return {}
+
+    comps = Components(model=None, encoders={"vae": Vae(shift_factor=0.5, scaling_factor=3.0)})
+    assert torch.equal(Encoders().encode_images(comps, torch.ones(1, 3, 2, 2)), torch.full((1, 3, 2, 2), 4.5))

@@ -171,3 +171,28 @@ def test_resolve_names_a_class_lazily():
     from diffusers import DDIMScheduler
 
     assert tiny.resolve("diffusers:DDIMScheduler") is DDIMScheduler
+
+
+def test_a_tiny_vaes_scaling_factor_is_measured_on_shapes_whatever_its_output():
+    """:func:`tiny.measured_scaling`: an AutoencoderKL's posterior mode (DiT) or a DC-AE's latent (Sana), on the
+    shapes of the given size and seed, registered as the VAE's ``scaling_factor``."""
+    from types import SimpleNamespace
+
+    class Vae:
+        def __init__(self, dc_ae: bool) -> None:
+            self.dc_ae, self.config = dc_ae, {}
+
+        def encode(self, pixels):
+            self.seen = pixels
+            latents = pixels * 3
+            return SimpleNamespace(latent=latents) if self.dc_ae else SimpleNamespace(
+                latent_dist=SimpleNamespace(mode=lambda: latents))
+
+        def register_to_config(self, **values):
+            self.config.update(values)
+
+    expected = tiny.scaling_factor(tiny.shapes_pixels(16, 2) * 3)
+    for dc_ae in (False, True):
+        vae = Vae(dc_ae)
+        tiny.measured_scaling(16, 2)(vae)
+        assert torch.equal(vae.seen, tiny.shapes_pixels(16, 2)) and vae.config == {"scaling_factor": expected}

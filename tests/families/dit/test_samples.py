@@ -8,7 +8,7 @@ import torch
 from diffusers import DDIMScheduler, DPMSolverMultistepScheduler
 
 from dit_lora.contract.family import Components
-from dit_lora.families.dit.samples import DiTSamples, inference_scheduler
+from dit_lora.families.dit.samples import DiTSamples
 from dit_lora.families.dit.state import DiTRun
 from dit_lora.registry import get_family
 from config_stand_in import stand_in
@@ -16,8 +16,9 @@ from config_stand_in import stand_in
 
 def test_the_sampler_is_the_checkpoints_own_else_ddim():
     named = Components(model=None, state=DiTRun(scheduler_config={"_class_name": "DPMSolverMultistepScheduler"}))
-    assert isinstance(inference_scheduler(named), DPMSolverMultistepScheduler)
-    assert isinstance(inference_scheduler(Components(model=None)), DDIMScheduler)
+    sampler = get_family("dit").samples.sampler
+    assert isinstance(sampler(named), DPMSolverMultistepScheduler)
+    assert isinstance(sampler(Components(model=None)), DDIMScheduler)
 
 
 def test_the_validation_prompt_goes_through_the_familys_encoders():

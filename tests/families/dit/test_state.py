@@ -24,5 +24,5 @@ def test_a_state_already_there_is_kept():
 
 def test_the_null_id_of_a_state_without_one_is_refused_in_words():
     assert DiTRun(null_class=3).null_id() == 3
-    with pytest.raises(RuntimeError, match="null_class is not set"):
+    with pytest.raises(ValueError, match="null_class is not set: DiTModel.build_components sets it"):
         DiTRun().null_id()  # a hand-built state: no None reaches torch.full_like in the loss

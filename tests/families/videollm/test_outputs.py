@@ -1,10 +1,8 @@
-"""families/videollm/outputs.py: validation answers as text files about the run's clip, the adapter's base model,
-the card, every adapter type through PeftModel.from_pretrained. Reloading a trained adapter: tests/e2e/test_videollm.py;
-the card's snippet: test_qwen2_5_vl.py."""
+"""families/videollm/outputs.py: validation answers as text files about the run's clip, the card, every adapter
+type through PeftModel.from_pretrained (the base model named: tests/output/test_adapter.py). Reloading a trained
+adapter: tests/e2e/test_videollm.py; the card's snippet: test_qwen2_5_vl.py."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
@@ -51,13 +49,6 @@ def test_validation_asks_about_the_runs_clip_else_the_option(tmp_path):
     assert processing.asked == [("What colour?", tmp_path / "first.mp4", 4), ("What colour?", chosen, 4)]
     with pytest.raises(UserError, match="needs a clip: set --validation_video"):
         samples.generate_with_pipeline(pipe, "What colour?", config(), 0, 1)
-
-
-def test_the_adapter_names_its_base_model(tmp_path):
-    adapter = get_family("qwen2_5_vl").adapter_extras
-    (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": None}))
-    adapter.save_adapter_extras(tmp_path, None, config(pretrained_model_name_or_path="/models/qwen"))
-    assert json.loads((tmp_path / "adapter_config.json").read_text())["base_model_name_or_path"] == "/models/qwen"
 
 
 def test_the_card_rows_and_no_license():

@@ -24,14 +24,14 @@ def test_the_spec_fills_what_the_family_did(name):
     assert isinstance(spec, FamilySpec)
     # the capabilities the family class declared, now as components
     assert set(spec.capabilities) == {caps.Demo, caps.ModelDefaults, caps.Precision, caps.RunSetup, caps.Trainables,
-                                      caps.Samples, caps.MemoryPlan, caps.ModelCard, caps.AdapterExtras, caps.VideoQA}
+                                      caps.Samples, caps.MemoryPlan, caps.ModelCard, caps.VideoQA}
     assert spec.frame_rate is None and spec.encoders is None and spec.kernels is None and spec.exports is None
     info = spec.info
     assert (info.library_name, info.pipeline_tag, info.adapter_weight_name) == (
         "peft", "video-text-to-text", PEFT_ADAPTER_FILE)
     assert info.gradient_checkpointing_default and info.compile_dynamic and info.text_encoder_label is None
     assert info.card_tags == ("video-text-to-text", "videochat") and info.pipeline_class_name == spec.model.arch.model_class
-    assert spec.adapter is spec.adapter_extras  # one object writes the adapter and names its base model
+    assert spec.adapter_extras is None  # write_adapter names the base model of a PEFT-format adapter
 
 
 def test_each_component_is_small():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from dit_lora.contract.family import Components
-from dit_lora.families.wan.samples import WanSamples, _inference_scheduler
+from dit_lora.families.wan.samples import WanSamples
 from dit_lora.families.wan.state import WanRun
 from config_stand_in import stand_in
 
@@ -24,7 +24,7 @@ def test_call_kwargs_take_the_first_bucket_and_the_validation_options():
 def test_the_checkpoints_scheduler_samples_and_unipc_without_one():
     def sampler(config):
         state = WanRun(scheduler_config=config)
-        return _inference_scheduler(Components(model=None, scheduler=None, encoders={}, state=state))
+        return WanSamples(None, None).sampler(Components(model=None, scheduler=None, encoders={}, state=state))
 
     flow = sampler({"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 5.0})
     assert type(flow).__name__ == "FlowMatchEulerDiscreteScheduler" and flow.config.shift == 5.0

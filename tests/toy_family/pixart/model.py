@@ -11,7 +11,7 @@ from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.builder import LatentGrid
 from dit_lora.families.diffusion.components import DiffusionPlan, Fp32VaePrecision, ddpm_schedule
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, plan_parts
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 from dit_lora.families.diffusion.run_state import EpsilonRun, output_layout
 from dit_lora.modelfiles.pipeline_files import read_component_config
@@ -64,10 +64,8 @@ class PixArtModel(KitModel):
 
 
 class PixArtPlan(DiffusionPlan):
-    """``FamilySpec.plan``: the kit's parts on the meta device; the caption embeddings at ``--pixart_text_length``."""
-
-    def plan_components(self, cfg, read, depth: int | None = None) -> Components:
-        return pixart_components(cfg, plan_parts(PARTS, cfg, read, depth), None)
+    """``FamilySpec.plan``: the kit's parts on the meta device (the kit plans through the model's
+    ``build_components``); the caption embeddings at ``--pixart_text_length``."""
 
     def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
         length, width = comps.state.text_length, comps.encoders["text_encoder"].config.d_model
