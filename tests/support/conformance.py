@@ -31,6 +31,11 @@ CONFIGS = ROOT / "recipes" / "configs"
 #: fewest that keep every check: an update before the drill (lora_B leaves zero) and one after it (training goes on),
 #: and a resume from checkpoint-1 that replays the drill before its last update
 STEPS, CHECKPOINT, DRILL = 3, 1, 2
+#: the reference run's data: the demo set's first BATCHES batches (``--max_train_samples``), not all of it (up to 32
+#: samples, most of which 3 updates never reach): the latent cache encodes what the run trains on. Two batches an
+#: epoch, so the resume from checkpoint-1 starts mid-epoch (its position in the epoch restored) and goes on into the
+#: next epoch's order (restored from the seed): one batch an epoch would leave both unchecked
+BATCHES = 2
 #: the plan's error against a measured CPU peak (tests/plan/test_estimate.py holds Sana to the same)
 PLAN_TOLERANCE = 0.15
 #: names whose training step syncs inside a library's own code (upstream), with the file the first sync comes from:
@@ -123,6 +128,8 @@ def demo_args(name: str, config: Path, root: Path, out: Path, **extra) -> list[s
             "--max_train_steps", str(STEPS), "--checkpointing_steps", str(CHECKPOINT),
             "--checkpoints_total_limit", str(STEPS), "--report_to", "none", "--validation_steps", "1000",
             "--validation_prompt", "", "--skip_doctor", "true", "--inject_faults", f"nan_loss@{DRILL}"]
+    micro_batches = values["train_batch_size"] * values.get("gradient_accumulation_steps", 1)
+    args += ["--max_train_samples", str(BATCHES * micro_batches)]
     if "cache_dir" in values:  # a video LLM reads no latent cache
         args += ["--cache_dir", str(root / "cache")]
     for key, value in extra.items():
@@ -146,7 +153,9 @@ def train(args: list[str], on_step=None) -> dict:
 
 def train_demo(name: str, root: Path) -> DemoRun:
     """``name``'s demo trained once in process: the model and data built offline by ``--demo``, STEPS updates with a
-    NaN loss at DRILL, every step under the host-sync audit (``DIT_LORA_SYNC_DEBUG``) unless UPSTREAM_SYNCS names it."""
+    NaN loss at DRILL, every step under the host-sync audit (``DIT_LORA_SYNC_DEBUG``) unless UPSTREAM_SYNCS names it.
+    Without the memory plan (``--ignore_memory_plan``): a plan traces the whole step once more, and the one the plan
+    check reads is the resume's, which starts as a user's run does (:func:`stopped_and_resumed`)."""
     from dit_lora.training import drills
     from dit_lora.training.sync_audit import SyncAudit
 
@@ -169,7 +178,8 @@ def train_demo(name: str, root: Path) -> DemoRun:
         patch.setattr(drills, "SyncAudit", Recorded)
         if name not in UPSTREAM_SYNCS:
             patch.setenv("DIT_LORA_SYNC_DEBUG", "1")
-        summary = train(demo_args(name, config, root, out), on_step=record)
+        # unplanned: the plan's start check is the resume's (stopped_and_resumed), the run the plan check measures
+        summary = train(demo_args(name, config, root, out, ignore_memory_plan="true"), on_step=record)
     audit = audits[0] if name not in UPSTREAM_SYNCS else None
     return DemoRun(name, config, root, out, summary, states, held["model"], audit)
 

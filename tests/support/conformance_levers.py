@@ -35,12 +35,13 @@ from helpers import ROOT
 #: the nf4 run's flags on top of the reference run's: one sample a micro-batch (what the checks read does not depend
 #: on the batch), no plan (the reference run's check)
 NF4 = {"quantize_base": "nf4", "train_batch_size": "1", "ignore_memory_plan": "true"}
-#: the FSDP2 launch: 3 updates of one sample a process, a NaN gradient on rank 1 only at update 2. The 6 samples
-#: those updates read, not the demo's whole data set: fp32 text is another cache namespace than the reference run's
-#: bf16 one, so the launch encodes what it keeps (the rest was encoded and never trained on)
+#: the FSDP2 launch: 3 updates of one sample a process, a NaN gradient on rank 1 only at update 2. Two samples, one
+#: a process (each update an epoch of them), not the demo's whole data set: fp32 text is another cache namespace than
+#: the reference run's bf16 one, so the launch encodes what it keeps, and what it checks (every block sharded, one
+#: rank's NaN skipping the update on both, one finite adapter) does not depend on how many samples an epoch holds
 FSDP2 = {"max_train_steps": "3", "train_batch_size": "1", "gradient_accumulation_steps": "1", "mixed_precision": "no",
          "checkpointing_steps": "0", "inject_faults": "nan_grad@2:rank1", "ignore_memory_plan": "true",
-         "max_train_samples": "6"}
+         "max_train_samples": "2"}
 #: an nf4 weight's largest rounding error, as a share of its block's absmax: about half the widest gap between two of
 #: the 16 NF4 levels (1 - 0.7230; bitsandbytes measured at 0.149), with room for a base stored in bf16. A base that
 #: is not quantized (0) or another layer's weight (about 1) is far outside it
