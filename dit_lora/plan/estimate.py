@@ -59,6 +59,7 @@ trace holds whole. Activations are per rank, unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
@@ -80,7 +81,15 @@ from dit_lora.modeling import block_swap, cache_parking, quantize
 from dit_lora.modeling.trainables import attach_trainables
 from dit_lora.output.report import load_pyplot
 from dit_lora.plan import resident
-from dit_lora.plan.fake import LiveBytes, ReadTensors, fake_mode, fake_module, fused_attention, module_bytes
+from dit_lora.plan.fake import (
+    LiveBytes,
+    ReadTensors,
+    fake_mode,
+    fake_module,
+    fused_attention,
+    meta_init_skipped,
+    module_bytes,
+)
 
 #: On a CPU with glibc, resident growth of training steps over the live bytes their operators keep, without and
 #: with activation checkpointing: the medians over ``benchmarks/plan/cpu_heap_factor.py``'s cases (Sana, DiT,
@@ -350,8 +359,9 @@ def attach_on_meta(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfig):
     """:func:`~dit_lora.modeling.trainables.attach_trainables` on a meta model, with the weights it adds made on the
     meta device too. PEFT makes an adapter's matrices on the default device and initialises them (random draws over
     every LoRA weight: a fifth of a Wan 14B plan's time) before moving them to their base layer's device, meta; the
-    plan reads only their shapes and dtypes, which are the same."""
-    with torch.device("meta"):
+    plan reads only their shapes and dtypes, which are the same (and skips the initialisers of the meta tensors:
+    :func:`~dit_lora.plan.fake.meta_init_skipped`)."""
+    with torch.device("meta"), meta_init_skipped():
         return attach_trainables(model, spec, cfg)
 
 
@@ -383,10 +393,11 @@ def _lycoris_layers_always_on(model: torch.nn.Module) -> None:
 
 
 def _traces(
-    spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...]
+    spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...], *, shares: bool = True
 ) -> tuple[list[StepTrace], int, dict[str, float]]:
     """Step traces for every bucket and checkpointing setting in ``settings``, the peak of one encode call, and
-    per component the fraction of its weight bytes that encode call read.
+    per component the fraction of its weight bytes that encode call read (``shares``; else none: only a CPU plan
+    reads them, :func:`cpu_residency`, and watching every operator's inputs costs the encode a tenth of its time).
 
     One fake mode serves every trace, so the batches (the family's encode of one micro-batch per bucket) are
     made once and reused; a model of at most :data:`TRACE_DEPTHS`' deepest is traced at its own depth.
@@ -406,17 +417,12 @@ def _traces(
             with mode:
                 fallback.configure(spec, comps, cfg)
                 if batches is None:
-                    live, reads = LiveBytes(), ReadTensors()
+                    live, reads = LiveBytes(), ReadTensors() if shares else contextlib.nullcontext()
                     with live, reads:
                         batches = planner(spec).plan_batches(cfg, comps)
                     encode_peak = live.peak
-                    parts = {
-                        "model": comps.model,
-                        **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)},
-                    }
-                    read_share = {
-                        k: resident.touched_bytes(m, reads.ids) / max(module_bytes(m), 1) for k, m in parts.items()
-                    }
+                    if isinstance(reads, ReadTensors):
+                        read_share = _read_shares(comps, reads.ids)
             for bucket, batch in batches:
                 measured.setdefault((bucket, gc), []).append(_trace_step(spec, cfg, comps, batch, mode))
             del comps, modules
@@ -433,6 +439,12 @@ def _traces(
             (mem, flops), offloaded = points[0], None
         out.append(StepTrace(bucket, gc, int(mem), int(flops), offloaded))
     return out, encode_peak, read_share
+
+
+def _read_shares(comps, ids: set[int]) -> dict[str, float]:
+    """Per component of ``comps``, the fraction of its weight bytes among the tensors ``ids`` (those an encode read)."""
+    parts = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
+    return {k: resident.touched_bytes(m, ids) / max(module_bytes(m), 1) for k, m in parts.items()}
 
 
 def cpu_residency(
@@ -622,7 +634,7 @@ def plan_run(
     swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
     cached = bool(comps.encoders) and cfg.data.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
-    steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings)
+    steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings, shares=device == "cpu")
     quantized = cfg.model.quantize_base if quantize.enabled(cfg.model) else None
     # the base's say is cache_parked's (a lever may change the base): here the run's and the family's
     waits = cached and cache_parking.run_caches(cfg) and _family_lets_blocks_wait(spec, cfg)
@@ -665,7 +677,7 @@ def plan_run(
         swap_in_flight_bytes=swap["swap_in_flight_bytes"],
     )
     if len(settings) == 1 and capacity is not None and plan.peak_memory_bytes > capacity:
-        other, _, _ = _traces(spec, cfg, read, full_depth, (not checkpointing,))
+        other, _, _ = _traces(spec, cfg, read, full_depth, (not checkpointing,), shares=False)
         plan.steps = sorted([*steps, *other], key=lambda step: step.checkpointing)  # as both_settings lists them
     return plan
 

@@ -25,7 +25,7 @@ def on_meta(factory: Callable[[], torch.nn.Module], dtype: torch.dtype) -> torch
     """``factory()`` built on the meta device and cast to ``dtype`` (floating tensors only), frozen."""
     from diffusers.utils import logging as diffusers_logging
 
-    with torch.device("meta"):
+    with torch.device("meta"), meta_init_skipped():
         module = factory()
     level = diffusers_logging.get_verbosity()
     diffusers_logging.set_verbosity_error()  # its note on fp32-kept modules concerns loading weights, not sizes
@@ -33,6 +33,37 @@ def on_meta(factory: Callable[[], torch.nn.Module], dtype: torch.dtype) -> torch
         return module.to(dtype).requires_grad_(False)
     finally:
         diffusers_logging.set_verbosity(level)
+
+
+#: ``torch.nn.init``'s in-place initialisers (:func:`meta_init_skipped`)
+_INITIALISERS = tuple(
+    name for name in dir(torch.nn.init) if name.endswith("_") and not name.startswith("_") and name[:-1].isidentifier()
+)
+
+
+@contextmanager
+def meta_init_skipped() -> Iterator[None]:
+    """``torch.nn.init``'s in-place initialisers return a meta tensor as it is (any other tensor is initialised as
+    before). A meta tensor has no values to draw, but each initialiser still computes its bounds and dispatches
+    through the meta device's mode: a third of building and attaching the adapter to a 40-block model on the meta
+    device (Wan 14B: 1.3 s of a plan's 14), for tensors whose shapes and dtypes, all the plan reads, are the same."""
+    originals = {name: getattr(torch.nn.init, name) for name in _INITIALISERS}
+
+    def skipping(original):
+        def initialise(tensor, *args, **kwargs):
+            if isinstance(tensor, torch.Tensor) and tensor.device.type == "meta":
+                return tensor
+            return original(tensor, *args, **kwargs)
+
+        return initialise
+
+    for name, original in originals.items():
+        setattr(torch.nn.init, name, skipping(original))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch.nn.init, name, original)
 
 
 def module_bytes(module: torch.nn.Module, *, trainable: bool | None = None) -> int:

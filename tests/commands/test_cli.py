@@ -67,24 +67,6 @@ def test_plan_takes_the_model_as_its_first_argument(monkeypatch):
         _model_argument(["a/b", "--pretrained_model_name_or_path", "c/d"])
 
 
-def test_plan_with_a_positional_catalogued_model_says_what_fits(monkeypatch, capsys):
-    """Offline (no network here), the catalogue's configs of the Wan 14B: the plan names the peak and what to do on
-    24 GB (the issue's own command)."""
-    import pytest
-
-    from dit_lora.modelfiles import pipeline_files
-    from dit_lora.commands.cli import main
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(pipeline_files, "_HUB_UNREACHABLE", True)
-    with pytest.raises(SystemExit) as done:
-        main(["plan", "Wan-AI/Wan2.1-T2V-14B-Diffusers", "--gpu_memory", "24GB"])
-    assert done.value.code == 0
-    out = " ".join(capsys.readouterr().out.split())
-    assert "predicted peak per process" in out and "does not fit" in out
-    assert "flags to copy: --quantize_base fp8_scaled" in out  # the ladder's answer
-
-
 def test_check_data_refuses_a_video_option_of_an_image_family(tmp_path, capsys):
     """`dit-lora check-data --family sana --frame_buckets ...` used to check the images and ignore the buckets."""
     with pytest.raises(SystemExit) as done:

@@ -43,8 +43,9 @@ def test_depth_extrapolation_matches_a_full_trace(monkeypatch):
     from dit_lora.plan import estimate
 
     extrapolated = _plan(5)
-    monkeypatch.setattr(estimate, "_traces", lambda family, cfg, read, depth, settings: _direct(family, cfg, read,
-                                                                                                depth, settings))
+    monkeypatch.setattr(estimate, "_traces", lambda family, cfg, read, depth, settings, **kw: _direct(family, cfg,
+                                                                                                      read, depth,
+                                                                                                      settings))
     direct = _plan(5)
     for a, b in zip(extrapolated.steps, direct.steps):
         assert (a.bucket, a.checkpointing) == (b.bucket, b.checkpointing)

@@ -62,3 +62,30 @@ def test_fused_attention_holds_no_attention_matrix():
     matrix = 2 * 2048 * 2048 * 4
     assert peak(False) >= matrix
     assert peak(True) < matrix / 4
+
+
+def test_meta_init_skipped_leaves_meta_tensors_alone_and_initialises_the_rest():
+    """While meta modules are built, torch.nn.init's initialisers return a meta tensor untouched (it has no values:
+    the plan reads shapes and dtypes only); a tensor with storage is still initialised, and the initialisers are
+    torch's own again afterwards."""
+    from dit_lora.plan.fake import meta_init_skipped
+
+    seen, real = [], torch.Tensor.uniform_
+
+    def uniform_(tensor, *args, **kwargs):
+        seen.append(tensor.device.type)
+        return real(tensor, *args, **kwargs)
+
+    original = torch.nn.init.kaiming_uniform_
+    torch.Tensor.uniform_ = uniform_
+    try:
+        with meta_init_skipped():
+            with torch.device("meta"):
+                layer = torch.nn.Linear(8, 8)  # reset_parameters: kaiming_uniform_ and uniform_ on meta
+            host = torch.zeros(4, 4)
+            torch.nn.init.ones_(host)
+    finally:
+        torch.Tensor.uniform_ = real
+    assert seen == [] and layer.weight.shape == (8, 8) and layer.weight.device.type == "meta"
+    assert bool((host == 1).all())
+    assert torch.nn.init.kaiming_uniform_ is original
