@@ -153,7 +153,7 @@ def three_aspects(tmp_path_factory, shapes_data) -> Path:
 
 
 @pytest.mark.slow
-def test_sana_compiles_one_graph_per_aspect_bucket(aot_eager, tiny_sana, three_aspects, tmp_path, monkeypatch):
+def test_sana_compiles_one_graph_per_aspect_bucket(aot_eager, tiny_sana, three_aspects, tmp_path):
     """Mixed-aspect images (--aspect_buckets auto): one static graph per batch shape met, no break, no recompile after
     warm-up (the recompile limit is sized by the buckets). Three buckets over two epochs: each shape's graphs are
     compiled once (every compile traces the whole block; ~6 s of CPU a shape here), and the second epoch's steps
@@ -162,9 +162,10 @@ def test_sana_compiles_one_graph_per_aspect_bucket(aot_eager, tiny_sana, three_a
 
     # Dynamo's own limit (8 graphs of one block's code) would hold this run's 6 (3 shapes x 2 grad variants) unsized;
     # at 1 the run compiles every shape only if --compile sizes the limit by the buckets.
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
-    summary, _ = train_in_process(tiny_sana, three_aspects, tmp_path, compile="blocks", max_train_steps=6,
-                                  resolution=64, train_batch_size=2)
+    # (config.patch, not monkeypatch: pytest's undo deletes a torch config entry, hiding it from every later test)
+    with torch._dynamo.config.patch(recompile_limit=1):
+        summary, _ = train_in_process(tiny_sana, three_aspects, tmp_path, compile="blocks", max_train_steps=6,
+                                      resolution=64, train_batch_size=2)
     assert not isinstance(summary, Exception), summary
     compiled = summary["compile"]
     assert compiled["graph_breaks"] == 0 and compiled["recompiles_after_warmup"] == 0, compiled
