@@ -177,13 +177,13 @@ def write_adapter(
     try:
         if TYPES[type_of_peft_config(lora_config)].diffusers_loads:
             spec.adapter.save_adapter(staging, lora_state, lora_config)
+            if cfg is not None and (staging / PEFT_CONFIG_FILE).is_file():
+                # a family whose consumer has no LoRA loader saved PEFT's format: its base model named there too
+                set_peft_base_model(staging, cfg.model.pretrained_model_name_or_path)
         else:  # LoKr/LoHa: diffusers' load_lora_weights reads LoRA files only; PEFT's own format, every family
             save_peft_adapter(
                 staging, lora_state, lora_config, cfg.model.pretrained_model_name_or_path if cfg else None
             )
-        if cfg is not None and (staging / PEFT_CONFIG_FILE).is_file():
-            # PEFT's format (a family whose consumer has no LoRA loader, or LoKr/LoHa): the base model named
-            set_peft_base_model(staging, cfg.model.pretrained_model_name_or_path)
         extras = spec.adapter_extras
         if extras is not None and comps is not None and cfg is not None:
             extras.save_adapter_extras(staging, comps, cfg)
