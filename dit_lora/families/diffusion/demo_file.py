@@ -39,10 +39,13 @@ class DemoData:
     version: int
     variants: Mapping[str, Mapping[str, Any]]
     shared: Mapping[str, Any]
+    #: what a variant is, in the refusal of an unknown one: ``"tiny Sana size"`` (:attr:`DemoFile.what`)
+    what: str = "tiny demo variant"
 
     def variant(self, key: str) -> dict[str, Any]:
-        """A deep copy of the variant ``key`` (a ``KeyError`` for an unknown one: ``demo.py`` checks the name first,
-        in its own words)."""
+        """A deep copy of the variant ``key``; an unknown one is a ``ValueError`` naming the variants there are."""
+        if key not in self.variants:
+            raise ValueError(f"unknown {self.what} {key!r}; choose from {', '.join(self.variants)}")
         return copy.deepcopy(dict(self.variants[key]))
 
     def value(self, key: str) -> Any:
@@ -58,13 +61,14 @@ class DemoData:
 class DemoFile:
     """Where a family's demo data lives and what it may hold: beside ``module`` (``dit_lora.families.sana.demo``:
     its ``__name__``), the keys a variant states (``keys``; those in ``optional`` it may leave out) and the keys of
-    ``shared``."""
+    ``shared``; ``what`` names a variant in the refusal of an unknown one (``"tiny Sana size"``)."""
 
     module: str
     keys: tuple[str, ...]
     shared: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
     filename: str = "demo.json"
+    what: str = "tiny demo variant"
 
     @property
     def package(self) -> str:
@@ -104,6 +108,7 @@ def _read(source: DemoFile) -> DemoData:
         version,
         {key: _without_notes(found, name, f"variants.{key}") for key, found in variants.items()},
         _without_notes(shared, name, "shared"),
+        source.what,
     )
 
 

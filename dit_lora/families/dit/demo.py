@@ -21,7 +21,7 @@ from dit_lora.families.diffusion.demo_file import DemoFile
 __all__ = ["TINY_DIT_CONFIGS", "TINY_DIT_VERSION", "build_tiny_dit_components", "build_tiny_dit_pipeline"]
 
 #: the sizes' configs, their reasons and the scheduler's: ``demo.json`` beside this module
-DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae"), shared=("scheduler",))
+DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae"), shared=("scheduler",), what="tiny DiT size")
 #: the marker's version (``demo.json``'s: builds whose marker carries another are rebuilt)
 TINY_DIT_VERSION = DEMO.read().version
 #: ``{"tiny": {"resolution", "transformer", "vae"}, "small": ...}``, as ``demo.json`` states them
@@ -30,8 +30,6 @@ TINY_DIT_CONFIGS: dict[str, dict[str, Any]] = DEMO.read().table()
 
 def get_tiny_dit_config(size: str = "tiny") -> dict[str, Any]:
     """A deep copy of the config of ``size`` (``"tiny"`` or ``"small"``)."""
-    if size not in TINY_DIT_CONFIGS:
-        raise ValueError(f"unknown tiny DiT size {size!r}; choose one of {sorted(TINY_DIT_CONFIGS)}")
     return DEMO.read().variant(size)
 
 

@@ -27,7 +27,12 @@ from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
 
 #: the variants' configs, their reasons and the scheduler's: ``demo.json`` beside this module
-DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder", "tokenizer"), shared=("scheduler",))
+DEMO = DemoFile(
+    __name__,
+    keys=("resolution", "transformer", "vae", "text_encoder", "tokenizer"),
+    shared=("scheduler",),
+    what="tiny FLUX.2 variant",
+)
 #: bump the file's version whenever the configs, the init or the tokenizers change: cached builds of another
 #: version are rebuilt
 TINY_FLUX2_VERSION = DEMO.read().version
@@ -43,8 +48,6 @@ def tiny_configs(variant: str = "dev") -> dict[str, Any]:
     """The component configs of the tiny ``variant`` (a deep copy): ``transformer``, ``vae``, ``scheduler``,
     ``text_encoder`` (Mistral-3 text and vision parts, or Qwen3), ``tokenizer`` (its special tokens and chat template)
     and ``resolution``."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown tiny FLUX.2 variant {variant!r}; choose from {VARIANTS}")
     return {**DEMO.read().variant(variant), "scheduler": DEMO.read().value("scheduler")}
 
 

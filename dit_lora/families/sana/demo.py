@@ -36,7 +36,9 @@ __all__ = [
 ]
 
 #: the tiny sizes' configs, their reasons and the scheduler's: ``demo.json`` beside this module
-DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder"), shared=("scheduler",))
+DEMO = DemoFile(
+    __name__, keys=("resolution", "transformer", "vae", "text_encoder"), shared=("scheduler",), what="tiny Sana size"
+)
 # Bump the file's version whenever the configs, the init or the tokenizer change: cached builds whose marker
 # carries another version are rebuilt.
 TINY_SANA_VERSION = DEMO.read().version
@@ -52,10 +54,7 @@ def get_tiny_sana_config(size: str = "tiny") -> dict[str, Any]:
     SanaTransformer2DModel, AutoencoderDC and Gemma2Config; the text encoder's vocab size and
     the VAE's scaling factor are filled in at build time) and ``scheduler``.
     """
-    data = DEMO.read()
-    if size not in data.variants:
-        raise ValueError(f"unknown tiny Sana size {size!r}; choose from {sorted(data.variants)}")
-    return {**data.variant(size), "scheduler": data.value("scheduler")}
+    return {**DEMO.read().variant(size), "scheduler": DEMO.read().value("scheduler")}
 
 
 def build_tiny_tokenizer():

@@ -126,3 +126,15 @@ def test_the_builders_are_handed_copies():
     config["vae"]["encoder_block_types"].append("ResBlock")
     assert sana.get_tiny_sana_config("tiny")["transformer"]["num_layers"] == 2
     assert len(sana.DEMO.read().variant("tiny")["vae"]["encoder_block_types"]) == 4
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_an_unknown_variant_is_refused_in_one_wording_naming_every_variant(module):
+    """Every family refuses a tiny variant its file lacks the same way: what a variant is there, the name asked
+    for, and every name the file holds (the kit's check, not each demo.py's own words)."""
+    data = source(module).read()
+    with pytest.raises(ValueError) as refused:
+        data.variant("no-such-variant")
+    message = str(refused.value)
+    assert message.startswith(f"unknown {source(module).what} 'no-such-variant'; choose from "), message
+    assert message.endswith(", ".join(data.variants))

@@ -44,7 +44,7 @@ def test_configs_are_copies_and_unknown_sizes_are_refused():
     config = get_tiny_dit_config()
     config["transformer"]["num_layers"] = 99
     assert get_tiny_dit_config()["transformer"]["num_layers"] != 99
-    with pytest.raises(ValueError, match="unknown tiny DiT size 'huge'"):
+    with pytest.raises(ValueError, match="unknown tiny DiT size .huge.; choose from tiny, small"):
         get_tiny_dit_config("huge")
 
 
