@@ -10,6 +10,7 @@ from typing import Any
 from dit_lora.config import TrainConfig
 from dit_lora.data.frames import describe_buckets
 from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args
+from dit_lora.families.sanavideo.encoders import max_sequence_length
 from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.model import training_shift
 from dit_lora.output.video import snippet_write_video
@@ -45,6 +46,11 @@ class SanaVideoCard(KitCard):
                 f"prompt={self.prompt(cfg)},",
                 *(["image=image,"] if i2v else []),
                 *([] if chi else ["complex_human_instruction=None,"]),
+                *(
+                    [f"max_sequence_length={max_sequence_length(cfg)},  # the caption length training used"]
+                    if max_sequence_length(cfg) != max_sequence_length.default
+                    else []
+                ),
                 f"frames={frames}, height={height}, width={width},",
                 *image_call_args(cfg)[1:],
                 "use_resolution_binning=False,  # the trained size, not the 480p table's nearest",
@@ -53,7 +59,8 @@ class SanaVideoCard(KitCard):
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
-        """The buckets, the model, the timestep density and the training shift, the instruction prefix."""
+        """The buckets, the model, the timestep density and the training shift, the instruction prefix, the caption
+        length."""
         buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
         return {
             "resolution": f"{buckets} (frames x height x width)",
@@ -61,5 +68,6 @@ class SanaVideoCard(KitCard):
             "weighting_scheme": cfg.family_options.weighting_scheme,
             "flow_shift": training_shift(cfg),
             "complex_human_instruction": cfg.family_options.complex_human_instruction,
+            "max_sequence_length": max_sequence_length(cfg),
             "frame_sampling": cfg.video.frame_sampling,
         }

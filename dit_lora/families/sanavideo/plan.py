@@ -9,7 +9,7 @@ from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.caption_plan import caption_embeddings
 from dit_lora.families.diffusion.video_sizes import ClipPlan
-from dit_lora.families.sanavideo.encoders import TEXT_LEN
+from dit_lora.families.sanavideo.encoders import max_sequence_length
 from dit_lora.families.sanavideo.model import make_components
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
@@ -30,9 +30,9 @@ class SanaVideoPlan(ClipPlan):
         comps = make_components(
             cfg, transformer, vae, text_encoder, read("scheduler", "scheduler_config.json") or {}, None
         )
-        comps.state.text = TextSettings(max_sequence_length=TEXT_LEN)
+        comps.state.text = TextSettings(max_sequence_length=max_sequence_length(cfg))
         return comps
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
-        """Gemma-2 embeddings of 300 tokens and their mask, as empty tensors (the kit's :func:`caption_embeddings`)."""
+        """Gemma-2 embeddings of the run's caption length and their mask, as empty tensors (the kit's :func:`caption_embeddings`)."""
         return caption_embeddings(comps, cfg, batch_size, "prompt_attention_mask")

@@ -9,6 +9,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image
 from dit_lora.families.diffusion.video_samples import TaskVideoSamples
+from dit_lora.families.sanavideo.encoders import max_sequence_length
 from dit_lora.families.sanavideo.state import run_state
 
 
@@ -35,6 +36,6 @@ class SanaVideoSamples(TaskVideoSamples):
         return {"negative_prompt": None, **self.image_kwargs(comps, cfg)}
 
     def reloaded_kwargs(self, pipe, cfg: TrainConfig, n: int, comps: Components | None) -> dict[str, Any]:
-        """The image, and the instruction prefix only when the run trained with it."""
+        """The image, the instruction prefix only when the run trained with it, and the run's caption length."""
         chi = {} if cfg.family_options.complex_human_instruction else {"complex_human_instruction": None}
-        return {**chi, **self.image_kwargs(comps, cfg)}
+        return {**chi, "max_sequence_length": max_sequence_length(cfg), **self.image_kwargs(comps, cfg)}

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from sanavideo_layout import sanavideo_cfg
+from sanavideo_layout import HUB_ID, sanavideo_cfg
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
@@ -61,6 +61,48 @@ def test_captions_are_the_pipelines_embeddings_with_its_instruction(tiny):
     assert torch.equal(out["negative_prompt_embeds"], neg)
     plain = SanaVideoEncoders(TASKS["sanavideo"]).text_settings(sanavideo_cfg(complex_human_instruction=False))
     assert plain.instruction is None
+
+
+def test_max_sequence_length_is_the_caption_length_everywhere_a_run_uses_one(tiny):
+    """--max_sequence_length reaches the text settings, the embeddings (the pipeline's own at that length), the cache
+    identity, the plan, the card (rows and snippet) and the reloaded pipeline's call; unset, it is 300 (no snippet
+    argument). It was accepted and recorded, but the captions stayed 300 tokens."""
+    from diffusers import SanaVideoPipeline
+
+    from dit_lora.families.sanavideo.adapter import SanaVideoCard
+    from dit_lora.families.sanavideo.samples import SanaVideoSamples
+
+    encoders, task = SanaVideoEncoders(TASKS["sanavideo"]), TASKS["sanavideo"]
+    short, default = sanavideo_cfg(max_sequence_length=24), sanavideo_cfg()
+    comps = _comps(tiny)
+    comps.state.text = encoders.text_settings(short)
+    assert comps.state.text.max_sequence_length == 24
+    caption = ["a red square moving left to right " * 8]  # longer than 24 tokens: the length decides the cut
+    out = encoders.encode_prompts(comps, caption)
+    pipe = SanaVideoPipeline(tokenizer=tiny["tokenizer"], text_encoder=tiny["text_encoder"], vae=None,
+                             transformer=None, scheduler=None)
+    instruction = list(comps.state.text.instruction)
+    with torch.no_grad():
+        embeds, mask, _, _ = pipe.encode_prompt(caption, False, device="cpu", max_sequence_length=24,
+                                                complex_human_instruction=instruction)
+    assert out["prompt_embeds"].shape[1] == 24 and torch.equal(out["prompt_embeds"], embeds)
+    assert torch.equal(out["prompt_attention_mask"], mask)
+    assert encoders.cache_identity(short) != encoders.cache_identity(default)
+    card = SanaVideoCard(task)
+    assert card.card_settings(short)["max_sequence_length"] == 24
+    assert card.card_settings(default)["max_sequence_length"] == 300
+    snippet = "".join(card.snippet(short, "me/adapter").call_args)
+    assert "max_sequence_length=24," in snippet
+    assert "max_sequence_length" not in "".join(card.snippet(default, "me/adapter").call_args)
+    samples = SanaVideoSamples(task, encoders)
+    assert samples.reloaded_kwargs(None, short, 1, None)["max_sequence_length"] == 24
+    # the plan counts the embeddings of that length (by Hub id alone: the catalogue's configs, on the meta device)
+    from dit_lora.catalogue.defaults import config_reader
+    from dit_lora.registry import get_family
+
+    planned = sanavideo_cfg(pretrained_model_name_or_path=HUB_ID, max_sequence_length=24)
+    plan_comps = get_family("sanavideo").plan.plan_components(planned, config_reader(planned.model), 1)
+    assert plan_comps.state.text.max_sequence_length == 24
 
 
 def test_cache_identity_follows_the_text_settings_and_is_shared_by_both_tasks():
