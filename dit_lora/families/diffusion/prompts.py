@@ -61,6 +61,13 @@ class CaptionLength:
         """The run's text settings of a family whose captions have only a length (no instruction)."""
         return TextSettings(max_sequence_length=self(cfg))
 
+    def snippet_args(self, cfg: TrainConfig) -> list[str]:
+        """The model card snippet's call argument for the run's caption length, when it is not the pipeline's own
+        (the consumer then encodes its prompts as training did); none when it is."""
+        if self(cfg) == self.default:
+            return []
+        return [f"max_sequence_length={self(cfg)},  # the caption length training used"]
+
     def recorded(self, text: TextSettings | None) -> int:
         """:func:`caption_length` of the run's text settings (:attr:`default` before they are recorded)."""
         return caption_length(text, self.default)

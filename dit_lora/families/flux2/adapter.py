@@ -41,9 +41,7 @@ def _snippet_encoding(cfg: TrainConfig, pipeline: str) -> list[str]:
     if depth is not None and out_layers(pipeline, int(depth)) != default_out_layers(pipeline):
         layers = out_layers(pipeline, int(depth))
         lines.append(f"text_encoder_out_layers={layers},  # the layers training stacked ({int(depth)}-layer encoder)")
-    if max_sequence_length(cfg) != max_sequence_length.default:
-        lines.append(f"max_sequence_length={max_sequence_length(cfg)},  # the caption length training used")
-    return lines
+    return [*lines, *max_sequence_length.snippet_args(cfg)]
 
 
 class Flux2Card(KitCard):

@@ -63,6 +63,7 @@ class QwenImageCard(KitCard):
                 f"negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation.validation_guidance_scale},",
                 f"height={cfg.data.resolution}, width={cfg.data.resolution}, "
                 f"num_inference_steps={cfg.validation.validation_inference_steps},",
+                *max_sequence_length.snippet_args(cfg),
                 SEED_ARGUMENT,
             ],
         )

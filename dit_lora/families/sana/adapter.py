@@ -20,7 +20,8 @@ class SanaCard(KitCard):
     checkpoints."""
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
-        """SanaPipeline with the DC-AE in fp32, the adapter loaded, one image at the run's validation settings."""
+        """SanaPipeline with the DC-AE in fp32, the adapter loaded, one image at the run's validation settings (and
+        its caption length when it is not the pipeline's)."""
         chi = (
             []
             if cfg.family_options.complex_human_instruction
@@ -34,7 +35,7 @@ class SanaCard(KitCard):
             quote=quoted,
             vae=SANA_VAE,
             vae_comment="  # DC-AE stays fp32",
-            call_args=[f"{self.prompt(cfg)},", *size_and_steps, *chi, seed],
+            call_args=[f"{self.prompt(cfg)},", *size_and_steps, *chi, *max_sequence_length.snippet_args(cfg), seed],
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:

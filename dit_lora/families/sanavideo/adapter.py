@@ -46,11 +46,7 @@ class SanaVideoCard(KitCard):
                 f"prompt={self.prompt(cfg)},",
                 *(["image=image,"] if i2v else []),
                 *([] if chi else ["complex_human_instruction=None,"]),
-                *(
-                    [f"max_sequence_length={max_sequence_length(cfg)},  # the caption length training used"]
-                    if max_sequence_length(cfg) != max_sequence_length.default
-                    else []
-                ),
+                *max_sequence_length.snippet_args(cfg),
                 f"frames={frames}, height={height}, width={width},",
                 *image_call_args(cfg)[1:],
                 "use_resolution_binning=False,  # the trained size, not the 480p table's nearest",

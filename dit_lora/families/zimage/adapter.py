@@ -20,14 +20,21 @@ class ZImageCard(KitCard):
     """``FamilySpec.card``: the model card's snippet, Z-Image's rows and the license of Tongyi-MAI's releases."""
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
-        """ZImagePipeline with the adapter loaded, one image at the run's validation settings."""
+        """ZImagePipeline with the adapter loaded, one image at the run's validation settings (and its caption length
+        when it is not the pipeline's)."""
+        *size_and_steps, seed = image_call_args(cfg)
         return Snippet(
             pipeline=self.info.pipeline_class_name,
             base=cfg.model.path,
             repo=repo_or_dir,
             base_name=None,
             quote=quoted,
-            call_args=[f"{self.prompt(cfg)},", *image_call_args(cfg)],
+            call_args=[
+                f"{self.prompt(cfg)},",
+                *size_and_steps,
+                *max_sequence_length.snippet_args(cfg),
+                seed,
+            ],
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:

@@ -74,3 +74,30 @@ def test_a_caption_length_is_the_flag_else_the_pipelines_default_and_what_the_ru
     cfg.data.max_sequence_length = 77
     assert length(cfg) == 77 and length.settings(cfg).max_sequence_length == 77
     assert length.recorded(None) == 300 and length.recorded(TextSettings(max_sequence_length=64)) == 64
+
+
+#: the families whose caption length is a CaptionLength (``--max_sequence_length``, else the pipeline's default)
+CAPTION_LENGTH_FAMILIES = ("sana", "sanavideo", "zimage", "qwenimage", "flux2")
+
+
+@pytest.mark.parametrize("family", CAPTION_LENGTH_FAMILIES)
+def test_the_card_snippet_encodes_prompts_at_the_trained_caption_length(family):
+    """A run at another caption length than the pipeline's says it in the card's snippet (the consumer encodes as
+    training did), at the pipeline's own it adds nothing; the rows name the length either way (catalogued models,
+    by Hub id: nothing is read but the catalogue's configs)."""
+    import importlib
+
+    from dit_lora.catalogue import entries
+    from dit_lora.config import TrainConfig
+    from dit_lora.registry import get_spec
+
+    length = importlib.import_module(f"dit_lora.families.{family}.encoders").max_sequence_length
+    hub_id = entries(family)[0].hub_id
+    card = get_spec(family).card
+    for value, shown in ((None, False), (length.default, False), (length.default // 2, True)):
+        cfg = TrainConfig.for_family(family, pretrained_model_name_or_path=hub_id, train_data_dir="unused",
+                                     max_sequence_length=value)
+        args = "".join(card.snippet(cfg, "me/adapter").call_args)
+        assert (f"max_sequence_length={length.default // 2}," in args) == shown, args
+        assert ("max_sequence_length" in args) == shown, args
+        assert card.card_settings(cfg)["max_sequence_length"] == (length.default // 2 if shown else length.default)
