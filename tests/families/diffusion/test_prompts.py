@@ -97,7 +97,15 @@ def test_the_card_snippet_encodes_prompts_at_the_trained_caption_length(family):
     for value, shown in ((None, False), (length.default, False), (length.default // 2, True)):
         cfg = TrainConfig.for_family(family, pretrained_model_name_or_path=hub_id, train_data_dir="unused",
                                      max_sequence_length=value)
-        args = "".join(card.snippet(cfg, "me/adapter").call_args)
+        snippet = card.snippet(cfg, "me/adapter")
+        args = "".join(snippet.call_args)
         assert (f"max_sequence_length={length.default // 2}," in args) == shown, args
+        # the snippet's pipeline takes the argument, and its default is the one the kit compares with
+        import inspect
+
+        import diffusers
+
+        parameter = inspect.signature(getattr(diffusers, snippet.pipeline).__call__).parameters["max_sequence_length"]
+        assert parameter.default == length.default
         assert ("max_sequence_length" in args) == shown, args
         assert card.card_settings(cfg)["max_sequence_length"] == (length.default // 2 if shown else length.default)
