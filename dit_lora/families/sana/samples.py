@@ -9,6 +9,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.image_samples import SquareImageSamples
+from dit_lora.families.sana.encoders import max_sequence_length
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -46,7 +47,13 @@ class SanaSamples(SquareImageSamples):
         }
 
     def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
-        """Unbinned, with the instruction prefix only when the run trained with it."""
+        """Unbinned, at the run's caption length, with the instruction prefix only when the run trained with it."""
         chi = {} if cfg.family_options.complex_human_instruction else {"complex_human_instruction": None}
         guidance = cfg.validation.validation_guidance_scale
-        return {"num_images_per_prompt": num_images, "guidance_scale": guidance, "use_resolution_binning": False, **chi}
+        return {
+            "num_images_per_prompt": num_images,
+            "guidance_scale": guidance,
+            "use_resolution_binning": False,
+            "max_sequence_length": max_sequence_length(cfg),
+            **chi,
+        }
