@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -24,6 +25,11 @@ if shutil.which("nvidia-smi") is None:
 # starts, is faster on one intra-op thread than 2 workers x 2 threads fighting over them (measured).
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+# transformers' from_pretrained compiles its whole checkpoint-conversion table each call (about 1,100 patterns,
+# transformers/conversion_mapping.py), more than re's cache of 512 holds, so every call compiles them all again:
+# 0.12 s a text encoder load, 0.02 s with room for them (a cache size only: what a pattern matches is unchanged).
+# The suite loads thousands. warm.py's zygotes set the same.
+re._MAXCACHE = max(re._MAXCACHE, 4096)  # type: ignore[attr-defined]
 
 #: workers of a plain ``python -m pytest`` (pytest-xdist); ``-n N`` / ``-n 0`` / ``-p no:xdist`` override it
 DEFAULT_WORKERS = 2

@@ -58,6 +58,8 @@ RESUME_OPTION = "--resume_from_checkpoint"
 #: what the recipe processes import before they train: the recipe module, the loop, every registered family's spec
 #: and the pipeline class it trains (diffusers' or transformers'), pyplot on its file backend (the loss curve)
 PRELOAD = r"""
+import re
+re._MAXCACHE = max(re._MAXCACHE, 4096)  # as tests/conftest.py: transformers' conversion table outgrows re's cache
 import dit_lora.commands.recipe, dit_lora.commands.doctor, dit_lora.training.loop, dit_lora.training.run
 import accelerate, diffusers, peft, safetensors.torch, transformers
 from dit_lora.output.report import load_pyplot
