@@ -158,6 +158,7 @@ BUILT_IN = (
     "zimage",
     "flux2",
     "sanavideo",
+    "flux",
 )
 
 _ENTRIES: list[FamilyEntry] = []

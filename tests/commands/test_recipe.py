@@ -73,8 +73,8 @@ def test_dit_lora_train_reads_the_family_from_the_config_else_the_model(tmp_path
 
 
 def test_dit_lora_train_stops_when_nothing_names_the_family(tmp_path):
-    (tmp_path / "model_index.json").write_text('{"_class_name": "FluxPipeline"}')
-    with pytest.raises(UserError, match=r"is a FluxPipeline \(model_index.json\), which no dit-lora family trains.* --family cogvideox/cogvideox_i2v: "):
+    (tmp_path / "model_index.json").write_text('{"_class_name": "StableDiffusion3Pipeline"}')
+    with pytest.raises(UserError, match=r"is a StableDiffusion3Pipeline \(model_index.json\), which no dit-lora family trains.* --family cogvideox/cogvideox_i2v: "):
         parse_run(_args(tmp_path))
     with pytest.raises(UserError, match="No model given"):
         parse_run(["--train_data_dir", str(tmp_path)])

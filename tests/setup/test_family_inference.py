@@ -1,4 +1,4 @@
-"""Models no dit-lora family trains (a PixArt-Sigma and a FLUX.1 folder with their real diffusers configs): one
+"""Models no dit-lora family trains (a PixArt-Sigma and a Stable Diffusion 3 folder with their real diffusers configs): one
 paragraph naming the class found and what each registered family trains; ``--family sana`` on them is refused
 while parsing, before anything is built; a registered family (the toy PixArt-alpha one) makes its pipeline supported.
 """
@@ -26,18 +26,18 @@ def _folder(root: Path, pipeline: str, transformer) -> Path:
 
 @pytest.fixture(scope="module")
 def unsupported(tmp_path_factory) -> dict[str, Path]:
-    """A tiny PixArt-Sigma and a tiny FLUX.1 folder (configs only: nothing trains them)."""
-    from diffusers import FluxTransformer2DModel, PixArtTransformer2DModel
+    """A tiny PixArt-Sigma and a tiny Stable Diffusion 3 folder (configs only: nothing trains them)."""
+    from diffusers import PixArtTransformer2DModel, SD3Transformer2DModel
 
     root = tmp_path_factory.mktemp("unsupported")
     pixart = PixArtTransformer2DModel(num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=8,
                                       num_layers=1, cross_attention_dim=16, caption_channels=16, sample_size=8,
                                       norm_type="ada_norm_single", use_additional_conditions=False)
-    flux = FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=8,
-                                  num_attention_heads=2, joint_attention_dim=16, pooled_projection_dim=16,
-                                  axes_dims_rope=(2, 2, 4))
+    sd3 = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=8,
+                                num_attention_heads=2, joint_attention_dim=16, caption_projection_dim=16,
+                                pooled_projection_dim=16, out_channels=4, pos_embed_max_size=16)
     return {"PixArtSigmaPipeline": _folder(root / "pixart-sigma", "PixArtSigmaPipeline", pixart),
-            "FluxPipeline": _folder(root / "flux", "FluxPipeline", flux)}
+            "StableDiffusion3Pipeline": _folder(root / "sd3", "StableDiffusion3Pipeline", sd3)}
 
 
 def _parse(argv: list[str]):
@@ -51,7 +51,7 @@ def _argv(model: Path, tmp_path: Path, *extra: str) -> list[str]:
             "--output_dir", str(tmp_path / "out"), *extra]
 
 
-@pytest.mark.parametrize("cls", ["PixArtSigmaPipeline", "FluxPipeline"])
+@pytest.mark.parametrize("cls", ["PixArtSigmaPipeline", "StableDiffusion3Pipeline"])
 def test_unsupported_model_names_its_class_and_every_family(unsupported, tmp_path, cls):
     with pytest.raises(UserError) as err:
         _parse(_argv(unsupported[cls], tmp_path))
@@ -61,7 +61,7 @@ def test_unsupported_model_names_its_class_and_every_family(unsupported, tmp_pat
         assert family in text and all(c in text for c in classes)
 
 
-@pytest.mark.parametrize("cls", ["PixArtSigmaPipeline", "FluxPipeline"])
+@pytest.mark.parametrize("cls", ["PixArtSigmaPipeline", "StableDiffusion3Pipeline"])
 def test_family_of_another_class_is_refused_before_anything_is_built(unsupported, tmp_path, monkeypatch, cls):
     import sys
     import types
@@ -127,8 +127,8 @@ def test_family_for_model_reads_the_catalogue_then_the_configs(tmp_path):
         assert family_for_model(TrainConfig(pretrained_model_name_or_path=entry.hub_id).model) == entry.family
     (tmp_path / "model_index.json").write_text('{"_class_name": "DiTPipeline"}')
     assert family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)).model) == "dit"
-    (tmp_path / "model_index.json").write_text('{"_class_name": "FluxPipeline"}')
-    with pytest.raises(UserError, match=r"is a FluxPipeline \(model_index.json\), which no dit-lora family trains.*--family sana: SanaPipeline"):
+    (tmp_path / "model_index.json").write_text('{"_class_name": "StableDiffusion3Pipeline"}')
+    with pytest.raises(UserError, match=r"is a StableDiffusion3Pipeline \(model_index.json\), which no dit-lora family trains.*--family sana: SanaPipeline"):
         family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)).model)
 
 

@@ -71,6 +71,8 @@ class Part:
     seed: int
     make: Callable[[Any], Any]
     dtype: torch.dtype | None = None
+    #: the tokenizer ``make`` is given: ``"tokenizer"``, or another of :attr:`TinyPipeline.tokenizers`
+    tokenizer: str = "tokenizer"
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,8 @@ class TinyPipeline:
     the scheduler class and its config; ``pipeline_kwargs``: further arguments of the pipeline (Wan's
     ``boundary_ratio``); ``processors(components)``: components built after the parts, without a seed (processors);
     ``apart``: components saved by ``after_save`` rather than by the pipeline; ``after_save(folder, components)``:
-    the family's files beside the saved pipeline (another class name, a processor folder).
+    the family's files beside the saved pipeline (another class name, a processor folder); ``tokenizers``: further
+    tokenizers by their pipeline keyword (FLUX.1's ``tokenizer_2``), each built once, given to the parts that name it.
     """
 
     pipeline: str
@@ -96,6 +99,7 @@ class TinyPipeline:
     processors: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     apart: tuple[str, ...] = ()
     after_save: Callable[[Path, dict[str, Any]], None] | None = None
+    tokenizers: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
 
 
 def module(
@@ -135,17 +139,18 @@ def text_model(
     *,
     dtype: torch.dtype | None = None,
     name: str = "text_encoder",
+    tokenizer: str = "tokenizer",
 ) -> Part:
     """A transformers text model ``model(config(**values, vocab_size=..., **token ids))``: its vocabulary covers the
-    tokenizer (:func:`padded_vocab`) and ``ids`` maps each config keyword to the tokenizer attribute it takes
-    (``{"pad_token_id": "pad_token_id"}``)."""
+    tokenizer (:func:`padded_vocab`; ``tokenizer``: which of the pipeline's) and ``ids`` maps each config keyword to
+    the tokenizer attribute it takes (``{"pad_token_id": "pad_token_id"}``)."""
 
     def make(tokenizer: Any) -> Any:
         token_ids = {key: getattr(tokenizer, attr) for key, attr in ids.items()}
         built = resolve(model)(resolve(config)(**values, vocab_size=padded_vocab(tokenizer), **token_ids))
         return built.eval()
 
-    return Part(name, seed, make, dtype)
+    return Part(name, seed, make, dtype, tokenizer)
 
 
 def vision_language_model(
@@ -178,14 +183,13 @@ def vision_language_model(
 def build_components(description: TinyPipeline) -> dict[str, Any]:
     """The pipeline's components in memory: the tokenizer, every part (each from its own seed, in eval mode, in its
     dtype; the caller's torch RNG state restored), the scheduler and the processors."""
-    components: dict[str, Any] = {}
-    tokenizer = description.tokenizer() if description.tokenizer is not None else None
-    if tokenizer is not None:
-        components["tokenizer"] = tokenizer
+    builders = {"tokenizer": description.tokenizer, **description.tokenizers}
+    tokenizers = {name: build() for name, build in builders.items() if build is not None}
+    components: dict[str, Any] = dict(tokenizers)
     with torch.random.fork_rng(devices=[]):
         for part in description.parts:
             torch.manual_seed(description.seed * 1000 + part.seed)
-            components[part.name] = part.make(tokenizer)
+            components[part.name] = part.make(tokenizers.get(part.tokenizer))
     for part in description.parts:
         if part.dtype is not None:
             # nn.Module.to rather than ModelMixin.to: the latter warns about casting with .to()
@@ -270,6 +274,35 @@ def qwen2_tokenizer(
     tokenizer.add_special_tokens({"additional_special_tokens": list(specials[1:])})
     if chat_template is not None:
         tokenizer.chat_template = chat_template
+    return tokenizer
+
+
+def clip_tokenizer(texts: list[str] | tuple[str, ...], vocab_size: int, model_max_length: int = 77):
+    """A ``CLIPTokenizer`` (CLIP's lower-cased byte-level BPE, words ending in ``</w>``) trained on ``texts`` offline:
+    ``<|startoftext|>`` and ``<|endoftext|>`` first, every byte also as a word's last symbol (so punctuation and
+    words never seen still encode, as in CLIP's own vocabulary), ``model_max_length`` CLIP's 77."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import CLIPTokenizer
+
+    suffix, specials = "</w>", ["<|startoftext|>", "<|endoftext|>"]
+    trainer_tok = Tokenizer(models.BPE(end_of_word_suffix=suffix))
+    trainer_tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Lowercase()])
+    trainer_tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=1, show_progress=False, special_tokens=specials,
+        initial_alphabet=alphabet, end_of_word_suffix=suffix,
+    )  # fmt: skip
+    trainer_tok.train_from_iterator(texts, trainer=trainer)
+    vocab = trainer_tok.get_vocab(with_added_tokens=True)
+    for symbol in sorted(alphabet):
+        vocab.setdefault(symbol + suffix, len(vocab))
+    merges = [
+        tuple(m.split(" ")) if isinstance(m, str) else tuple(m)
+        for m in json.loads(trainer_tok.to_str())["model"]["merges"]
+    ]
+    tokenizer = CLIPTokenizer(vocab=vocab, merges=merges)  # type: ignore[arg-type]
+    tokenizer.model_max_length = model_max_length
     return tokenizer
 
 

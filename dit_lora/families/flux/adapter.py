@@ -1,0 +1,43 @@
+"""FLUX.1's model card: the usage snippet, its rows (the training guidance said) and the license; the adapter is the
+kit's (:class:`~dit_lora.families.diffusion.adapter.KitAdapter`: ``FluxPipeline``'s saver, ``FluxLoraLoaderMixin``,
+reloaded in the run's weight dtype, VAE included: the pipeline decodes in the transformer's dtype).
+
+ComfyUI loads the diffusers file as it is: ``model_lora_keys_unet`` (``comfy/lora.py``) maps every diffusers name of
+a FLUX.1 model under ``transformer.`` through ``comfy.utils.flux_to_diffusers``, q/k/v (and the single blocks'
+``proj_mlp``) as slices of BFL's fused ``qkv`` / ``linear1``, so no ComfyUI-named copy is written."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args
+from dit_lora.families.flux.encoders import max_sequence_length
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
+
+class FluxCard(KitCard):
+    """``FamilySpec.card``: the model card's snippet, FLUX.1's rows and the base model's license."""
+
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
+        """FluxPipeline with the adapter loaded, one image at the run's validation settings (its guidance, and the
+        caption length when it is not the pipeline's)."""
+        *size_and_steps, seed = image_call_args(cfg)
+        return Snippet(
+            pipeline=self.info.pipeline_class_name,
+            base=cfg.model.path,
+            repo=repo_or_dir,
+            to_comment="  # or pipe.enable_model_cpu_offload()",
+            call_args=[f"prompt={self.prompt(cfg)},", *size_and_steps, *max_sequence_length.snippet_args(cfg), seed],
+        )
+
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
+        """The density, the shift, the guidance the embedding was fed in training, and the caption length."""
+        options = cfg.family_options
+        return {
+            "weighting_scheme": options.weighting_scheme,
+            "flux_shift": options.flux_shift if options.flux_shift is not None else "dynamic",
+            "flux_train_guidance": options.flux_train_guidance,
+            "max_sequence_length": max_sequence_length(cfg),
+        }

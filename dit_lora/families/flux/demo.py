@@ -1,0 +1,81 @@
+"""A tiny, randomly initialised FLUX.1 [dev] pipeline built locally (no Hub access needed): a ``FluxPipeline``
+(``black-forest-labs/FLUX.1-dev``'s folder as ``save_pretrained`` writes it) with the guidance embedding, CLIP-L and
+T5 text encoders and their tokenizers (trained offline on the demo captions), the FLUX ``AutoencoderKL`` (its shift
+and scale measured on a few shapes images, as the real VAE's define them) and the real scheduler config. Module
+names are the real ones; only widths and depths shrink (``demo.json``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_t5_tokenizer, demo_words
+from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
+
+#: the tiny configs and their reasons: ``demo.json`` beside this module
+DEMO = DemoFile(
+    __name__, keys=("resolution", "transformer", "vae", "text_encoder", "text_encoder_2", "scheduler"),
+    what="tiny FLUX.1 variant",
+)  # fmt: skip
+#: bump the file's version when the configs, the init or the tokenizers change: builds of another version are rebuilt
+TINY_FLUX_VERSION = DEMO.read().version
+
+
+def build_clip_tokenizer():
+    """CLIP-L's tokenizer as the pipeline uses it (lower-cased byte-level BPE, 77 tokens), trained offline."""
+    words = demo_words(TOKENIZER_CORPUS_EXTRA, SHAPES_VALIDATION_PROMPT)
+    return tiny.clip_tokenizer((" ".join(words), *words), 400)
+
+
+def _latent_statistics(resolution: int):
+    """``shift_factor`` and ``scaling_factor`` as the FLUX VAE defines them (mean and 1/std of its latents) on a few
+    demo images, so a random VAE's latents train at unit scale like the real one's."""
+
+    def measure(vae: Any) -> None:
+        with torch.no_grad():
+            latents = vae.encode(tiny.shapes_pixels(resolution, 0)).latent_dist.mode()
+        vae.register_to_config(
+            shift_factor=float(f"{latents.mean().item():.4g}"), scaling_factor=tiny.scaling_factor(latents)
+        )
+
+    return measure
+
+
+def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
+    """The tiny ``FluxPipeline`` (fp32)."""
+    config = DEMO.read().variant(variant)
+    clip_ids = {"bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id", "pad_token_id": "pad_token_id"}
+    t5_ids = {"pad_token_id": "pad_token_id", "eos_token_id": "eos_token_id", "decoder_start_token_id": "pad_token_id"}
+    return tiny.TinyPipeline(
+        pipeline="diffusers:FluxPipeline",
+        marker={"kind": "flux", "variant": variant, "seed": seed, "version": TINY_FLUX_VERSION},
+        seed=seed,
+        tokenizer=build_clip_tokenizer,
+        tokenizers={"tokenizer_2": build_tiny_t5_tokenizer},
+        parts=(
+            tiny.module("transformer", 1, "diffusers:FluxTransformer2DModel", config["transformer"]),
+            tiny.module("vae", 2, "diffusers:AutoencoderKL", config["vae"], then=_latent_statistics(config["resolution"])),
+            tiny.text_model(3, "transformers:CLIPTextModel", "transformers:CLIPTextConfig", config["text_encoder"], clip_ids),
+            tiny.text_model(
+                4, "transformers:T5EncoderModel", "transformers:T5Config", config["text_encoder_2"], t5_ids,
+                name="text_encoder_2", tokenizer="tokenizer_2",
+            ),
+        ),
+        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
+    )  # fmt: skip
+
+
+def build_tiny_flux_components(variant: str = "dev", seed: int = 0) -> dict[str, Any]:
+    """The seven FluxPipeline components in memory, randomly initialised from ``seed`` (fp32, eval mode; the caller's
+    torch RNG state restored; each component seeded on its own)."""
+    return tiny.build_components(_tiny(variant, seed))
+
+
+def build_tiny_flux_pipeline(path: str | Path, variant: str = "dev", seed: int = 0) -> Path:
+    """Write a random tiny ``FluxPipeline`` to ``path`` and return it; idempotent (a marker names variant, seed and
+    version) and atomic (built beside and renamed into place)."""
+    return tiny.build_pipeline(path, _tiny(variant, seed))

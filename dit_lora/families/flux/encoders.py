@@ -1,0 +1,69 @@
+"""FLUX.1's encoders: images through the FLUX VAE into shifted and scaled latents (the kit's ``scaled_latents``),
+captions through ``FluxPipeline``'s own ``encode_prompt``: T5's hidden states padded to the run's caption length and
+CLIP's pooled output, exactly as the pipeline computes them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionEncoders
+from dit_lora.families.diffusion.loader import model_class
+from dit_lora.families.diffusion.prompts import CaptionLength
+from dit_lora.families.diffusion.text_conditioned import encoder_identity
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
+#: ``--max_sequence_length``, else FluxPipeline's default, 512 (T5's tokens; every caption is padded to it)
+max_sequence_length = CaptionLength(512)
+
+
+def text_pipeline(comps: Components) -> Any:
+    """A ``FluxPipeline`` holding only the run's two tokenizers and text encoders: its ``encode_prompt`` is what the
+    pipeline feeds the transformer."""
+    encoders = comps.encoders
+    return model_class("diffusers", "FluxPipeline")(
+        tokenizer=encoders["tokenizer"],
+        text_encoder=encoders["text_encoder"],
+        tokenizer_2=encoders["tokenizer_2"],
+        text_encoder_2=encoders["text_encoder_2"],
+        vae=None,
+        transformer=None,
+        scheduler=None,
+    )
+
+
+class FluxEncoders(DiffusionEncoders):
+    """``FamilySpec.encoders``: the latent cache's encoders (images: the kit's shifted and scaled latents) and how a
+    run encodes captions."""
+
+    def text_settings(self, cfg: TrainConfig) -> TextSettings:
+        """The run's T5 caption length (padded to it, as the pipeline does)."""
+        return max_sequence_length.settings(cfg)
+
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
+        """The model, its stamp, revision, variant, text dtype and caption length."""
+        return encoder_identity(cfg, "flux", max_sequence_length=max_sequence_length(cfg))
+
+    def encode_prompts(
+        self, comps: Components, captions: list[str], *, with_negative: bool = False
+    ) -> dict[str, torch.Tensor]:
+        """Captions through ``FluxPipeline.encode_prompt``: ``prompt_embeds`` (T5) and ``pooled_prompt_embeds``
+        (CLIP); ``with_negative`` adds the empty caption's (for a run sampling with ``true_cfg_scale``)."""
+        pipe = text_pipeline(comps)
+        text = comps.state.text if comps.state is not None else None
+        kwargs = {
+            "device": comps.encoders["text_encoder_2"].device,
+            "max_sequence_length": max_sequence_length.recorded(text),
+        }
+        with torch.no_grad():
+            embeds, pooled, _ = pipe.encode_prompt(prompt=list(captions), prompt_2=None, **kwargs)
+            out = {"prompt_embeds": embeds, "pooled_prompt_embeds": pooled}
+            if with_negative:
+                neg, neg_pooled, _ = pipe.encode_prompt(prompt=[""] * len(captions), prompt_2=None, **kwargs)
+                out.update(negative_prompt_embeds=neg, negative_pooled_prompt_embeds=neg_pooled)
+        return out

@@ -1,0 +1,107 @@
+"""FLUX.1's model component and what is read from its small config files before anything loads: the config checks
+(a step-distilled [schnell] refused), its precision policy, its buckets and ``--demo``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
+from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
+from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.flux import demo as tiny_flux  # looked up at call time: tests stand in the model build
+from dit_lora.families.flux.state import FluxRun
+from dit_lora.modelfiles.pipeline_files import read_component_config
+from dit_lora.modeling.flow_matching import training_scheduler
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
+#: the latent stride: the VAE's 8x times the 2x2 packing (``FluxPipeline``: sizes divisible by 16)
+LATENT_STRIDE = 16
+#: ``FamilySpec.image_buckets``: any aspect ratio (RoPE position ids, no positional table), in the latent stride
+BUCKETS = AnyAspect(LATENT_STRIDE)
+
+
+def check_resolution(resolution: int) -> None:
+    """Refuse a ``--resolution`` that is not a multiple of the latent stride, naming the nearest that are."""
+    why = (
+        f"FLUX.1's latents are 8x smaller than the image and packed in 2x2 patches, and FluxPipeline takes only "
+        f"sizes divisible by {LATENT_STRIDE} (see --resolution)"
+    )
+    check_divisible(resolution, LATENT_STRIDE, why)
+
+
+def refuse_distilled(cfg: TrainConfig, transformer: dict | None, scheduler: dict | None) -> None:
+    """FLUX.1 [schnell] (no guidance embedding, a static shift of 1: timestep-distilled for 1 to 4 steps) is refused
+    in one paragraph, with what to train instead."""
+    if transformer is None or transformer.get("guidance_embeds", True):
+        return
+    static = scheduler is not None and not scheduler.get("use_dynamic_shifting", False)
+    raise UserError(
+        f"`{cfg.model.pretrained_model_name_or_path}` is FLUX.1 [schnell] or another step-distilled FLUX.1 (its "
+        "transformer has no guidance embedding"
+        + (" and its scheduler a static shift with no dynamic shifting" if static else "")
+        + "): it is distilled to sample in 1 to 4 steps, and a LoRA trained on it directly erodes that distillation "
+        "(the other trainers need a de-distillation adapter merged first: ai-toolkit's assistant_lora_path "
+        "ostris/FLUX.1-schnell-training-adapter). Train on black-forest-labs/FLUX.1-dev (guidance-distilled; "
+        "non-commercial license), or, for a permissive license, a de-distilled schnell derivative such as "
+        "ostris/OpenFLUX.1 loaded as a FluxPipeline folder."
+    )
+
+
+class FluxModel(KitModel):
+    """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer, CLIP and T5 in
+    the run's weight dtype, the VAE in fp32."""
+
+    def validate_config(self, cfg: TrainConfig) -> None:
+        """A diffusers FluxPipeline folder of safetensors whose tokenizers load, not step-distilled, at a size the
+        pipeline takes."""
+        self.check_folder(cfg)
+        refuse_distilled(
+            cfg,
+            read_component_config(cfg.model, "transformer"),
+            read_component_config(cfg.model, "scheduler", "scheduler_config.json"),
+        )
+        check_resolution(cfg.data.resolution)
+
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
+        """:func:`flux_components` of the loaded parts."""
+        return flux_components(loaded)
+
+
+def flux_components(loaded: LoadedParts, state: FluxRun | None = None) -> Components:
+    """The components of ``loaded`` (from the folder, or on the meta device for a plan) with the checkpoint's
+    scheduler config and guidance embedding in the run's :class:`FluxRun` (``state``: a plan's, with its text
+    settings)."""
+    state = state or FluxRun()
+    state.scheduler_config = loaded.scheduler_config
+    state.guidance_embeds = bool(loaded.transformer.config.guidance_embeds)
+    return loaded.components(training_scheduler(loaded.scheduler_config), state)
+
+
+#: FLUX.1's pipeline folder, as the kit's loader reads it: CLIP-L (its pooled output) and T5-XXL (its hidden states),
+#: each with its tokenizer; the VAE in fp32 (the latents are cached once from it)
+PARTS = PipelineParts(
+    kind="FLUX.1",
+    example_id="black-forest-labs/FLUX.1-dev",
+    transformer="FluxTransformer2DModel",
+    vae="AutoencoderKL",
+    text_encoders=(
+        TextEncoder("CLIPTextModel"),
+        TextEncoder("T5EncoderModel", subfolder="text_encoder_2", tokenizer="tokenizer_2"),
+    ),
+    precision=Fp32VaePrecision(),
+)
+
+
+def build_demo(cfg: TrainConfig) -> None:
+    """``FamilySpec.demo``'s model: the tiny random FluxPipeline (``demo.py``)."""
+    tiny_flux.build_tiny_flux_pipeline(cfg.model.path, seed=0)
+
+
+#: ``FamilySpec.demo``: the tiny FLUX.1 [dev] and the shapes, ``--resolution`` checked first
+DEMO = ShapesDemo(build_demo, check=lambda cfg: check_resolution(cfg.data.resolution))

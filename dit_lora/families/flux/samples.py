@@ -1,0 +1,66 @@
+"""FLUX.1's validation samples: from the in-memory transformer (cached prompt embeddings, the checkpoint's sampler
+with the pipeline's own dynamic ``mu``) and from the stock ``FluxPipeline`` with the saved adapter."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.loader import model_class
+from dit_lora.families.diffusion.sampling import flow_sampler, square_images
+from dit_lora.families.flux.encoders import max_sequence_length
+from dit_lora.families.flux.loss import unpack
+from dit_lora.families.flux.model import LATENT_STRIDE
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
+
+def decode(pipe, vae, tokens: torch.Tensor, height: int, width: int) -> list:
+    """``FluxPipeline``'s own decode of its packed ``output_type="latent"`` tokens, with the VAE in its own dtype (the
+    pipeline hands it latents in the transformer's dtype, which a run's fp32 VAE refuses under bf16): unpack, undo the
+    scale and shift, decode, postprocess."""
+    grid = unpack(tokens, height // LATENT_STRIDE * 2, width // LATENT_STRIDE * 2).to(vae.dtype)
+    latents = grid / vae.config.scaling_factor + vae.config.shift_factor
+    with torch.no_grad():
+        return pipe.image_processor.postprocess(vae.decode(latents, return_dict=False)[0], output_type="pil")
+
+
+class FluxSamples(DiffusionSamples):
+    """``FamilySpec.samples``: ``FluxPipeline`` at ``--resolution``, the validation guidance fed to its guidance
+    embedding."""
+
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
+        """Images from the in-memory transformer and the validation prompt's embeddings, each repeated per image
+        (the pipeline repeats only what it encodes itself), the VAE moved in to decode."""
+        device, copies = next(model.parameters()).device, cfg.validation.num_validation_images
+        with vae_on(comps, device) as vae:
+            pipe: Any = model_class("diffusers", "FluxPipeline")(
+                scheduler=flow_sampler(comps), vae=vae, transformer=model,
+                text_encoder=None, tokenizer=None, text_encoder_2=None, tokenizer_2=None,
+            )  # fmt: skip
+            pipe.set_progress_bar_config(disable=True)
+            embeds = {
+                k: cond[k].to(device).repeat_interleave(copies, 0) for k in ("prompt_embeds", "pooled_prompt_embeds")
+            }
+            guidance = cfg.validation.validation_guidance_scale
+            tokens: Any = square_images(
+                pipe, cfg, seed, device, output_type="latent", guidance_scale=guidance, **embeds
+            )
+            return decode(pipe, vae, tokens, cfg.data.resolution, cfg.data.resolution)
+
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
+    ) -> list:
+        """Images from the reloaded pipeline, its captions encoded at the trained caption length."""
+        kwargs = {
+            "num_images_per_prompt": num_images,
+            "guidance_scale": cfg.validation.validation_guidance_scale,
+            "max_sequence_length": max_sequence_length(cfg),
+        }
+        return square_images(pipe, cfg, seed, pipe.transformer.device, prompt=prompt, **kwargs)
