@@ -65,10 +65,13 @@ def dynamic_shift(seq_len: int, scheduler_config: dict[str, Any]) -> float:
     return mu if scheduler_config.get("time_shift_type", "exponential") == "linear" else math.exp(mu)
 
 
-def scheduler_shift(seq_len: int, scheduler_config: dict[str, Any]) -> float:
+def scheduler_shift(seq_len: int, scheduler_config: dict[str, Any], fixed: float | None = None) -> float:
     """The shift the checkpoint's scheduler applies to an image of ``seq_len`` tokens, as a pipeline that passes
     ``mu`` samples it: :func:`dynamic_shift` with ``use_dynamic_shifting`` (True when the config leaves it out, as
-    the resolution-dependent configs of FLUX and Qwen-Image set it), else the config's fixed ``shift``."""
+    the resolution-dependent configs of FLUX and Qwen-Image set it), else the config's fixed ``shift``; ``fixed``
+    (a family's shift option, ``--flux_shift``) wins when given."""
+    if fixed is not None:
+        return float(fixed)
     if scheduler_config.get("use_dynamic_shifting", True):
         return dynamic_shift(seq_len, scheduler_config)
     return float(scheduler_config.get("shift", 1.0))
@@ -165,6 +168,17 @@ def _per_sample(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     if values.ndim != 1 or values.shape[0] != like.shape[0]:
         raise ValueError(f"expected one value per sample ([{like.shape[0]}]), got shape {tuple(values.shape)}")
     return values.view(-1, *([1] * (like.ndim - 1)))
+
+
+def noise_and_sigmas(
+    latents: torch.Tensor, options, generator: torch.Generator | None, shift: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The noise of a batch (drawn first) and each sample's sigma: a draw of the run's density
+    (:func:`density_draws`) shifted by ``shift`` in the form ``s u / (1 + (s - 1) u)``, in the latents' dtype: the
+    draws of a family that shifts continuously (FLUX.1, FLUX.2), in the order their adapters' bits depend on."""
+    noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
+    u = density_draws(options, latents.shape[0], latents.device, generator)
+    return noise, shifted_sigmas(u, shift, form="1+(s-1)*u").to(latents.dtype)
 
 
 def noisy_latents(latents: torch.Tensor, noise: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:

@@ -43,6 +43,7 @@ FAMILIES = {
     "qwenimage": ("qwenimage/demo.yaml", "tiny-qwenimage", "shapes"),
     "zimage": ("zimage/demo.yaml", "tiny-zimage", "shapes"),
     "flux2": ("flux2/demo.yaml", "tiny-flux2", "shapes"),
+    "flux": ("flux/demo.yaml", "tiny-flux", "shapes"),
     "llava_next_video": ("videollm/demo.yaml", "tiny-llava-next-video", "qa-clips/videochat2.json"),
     "sanavideo": ("sanavideo/demo.yaml", "tiny-sanavideo", "moving-squares-sanavideo"),
 }

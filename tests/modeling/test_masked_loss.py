@@ -118,6 +118,16 @@ def _flux2():
     return Flux2Loss(None), comps, batch, Probe((B, H * W, C)), lambda g: unpack(g, H, W)
 
 
+def _flux():
+    from dit_lora.families.diffusion.packed import unpack
+    from dit_lora.families.flux.loss import FluxLoss
+    from dit_lora.families.flux.state import FluxRun
+
+    comps = Components(model=None, state=FluxRun(scheduler_config={}, guidance_embeds=False))
+    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "pooled_prompt_embeds": torch.zeros(B, 4)}
+    return FluxLoss(None), comps, batch, Probe((B, (H // 2) * (W // 2), 4 * C)), lambda g: unpack(g, H, W)
+
+
 FAMILIES = {
     "sana": _sana,
     "dit": _dit,
@@ -125,6 +135,7 @@ FAMILIES = {
     "qwenimage_edit": lambda: _qwen(edit=True),
     "zimage": _zimage,
     "flux2": _flux2,
+    "flux": _flux,
 }
 
 

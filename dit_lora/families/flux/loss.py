@@ -19,40 +19,19 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionLoss
+from dit_lora.families.diffusion.packed import latent_ids, pack, unpack
 from dit_lora.families.flux.state import run_state
 from dit_lora.modeling.flow_matching import (
-    density_draws,
     loss_weighting,
+    noise_and_sigmas,
     noisy_latents,
     scheduler_shift,
-    shifted_sigmas,
     velocity_target,
 )
 from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
-
-
-def pack(latents: torch.Tensor) -> torch.Tensor:
-    """``FluxPipeline._pack_latents``: ``(B, C, H, W) -> (B, H/2 * W/2, C*4)``, each token's channels ``(C, ph, pw)``."""
-    b, c, h, w = latents.shape
-    return latents.view(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5).reshape(b, (h // 2) * (w // 2), c * 4)
-
-
-def unpack(tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """The inverse of :func:`pack` for a ``height x width`` latent grid (``FluxPipeline._unpack_latents``)."""
-    b, _, channels = tokens.shape
-    grid = tokens.view(b, height // 2, width // 2, channels // 4, 2, 2).permute(0, 3, 1, 4, 2, 5)
-    return grid.reshape(b, channels // 4, height, width)
-
-
-def latent_ids(height: int, width: int, device, dtype: torch.dtype) -> torch.Tensor:
-    """``FluxPipeline._prepare_latent_image_ids`` of a ``height x width`` token grid, ``(H*W, 3)`` rows ``(0, h, w)``,
-    built on ``device`` (the pipeline builds them on the host and copies them: a host copy per step)."""
-    zero = torch.zeros(1, dtype=torch.long, device=device)
-    grid = torch.cartesian_prod(zero, torch.arange(height, device=device), torch.arange(width, device=device))
-    return grid.to(dtype)
 
 
 class FluxLoss(DiffusionLoss):
@@ -70,13 +49,8 @@ class FluxLoss(DiffusionLoss):
         predicted from the packed tokens, the weighted MSE against ``eps - x0``."""
         latents, options, state = batch["latents"], cfg.family_options, run_state(comps)
         batch_size, _, height, width = latents.shape
-        noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
-        u = density_draws(options, batch_size, latents.device, generator)
-        tokens = (height // 2) * (width // 2)
-        shift = (
-            options.flux_shift if options.flux_shift is not None else scheduler_shift(tokens, state.scheduler_config)
-        )
-        sigmas = shifted_sigmas(u, float(shift), form="1+(s-1)*u").to(latents.dtype)
+        shift = scheduler_shift((height // 2) * (width // 2), state.scheduler_config, options.flux_shift)
+        noise, sigmas = noise_and_sigmas(latents, options, generator, shift)
         embeds = batch["prompt_embeds"]
         guidance = None
         if state.guidance_embeds:  # FLUX.1 [dev]: guidance-distilled, fed one fixed value (--flux_train_guidance)

@@ -9,7 +9,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
+from dit_lora.families.diffusion import packed
 from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.flux import demo as tiny_flux  # looked up at call time: tests stand in the model build
@@ -20,19 +20,10 @@ from dit_lora.modeling.flow_matching import training_scheduler
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
-#: the latent stride: the VAE's 8x times the 2x2 packing (``FluxPipeline``: sizes divisible by 16)
-LATENT_STRIDE = 16
-#: ``FamilySpec.image_buckets``: any aspect ratio (RoPE position ids, no positional table), in the latent stride
-BUCKETS = AnyAspect(LATENT_STRIDE)
-
 
 def check_resolution(resolution: int) -> None:
-    """Refuse a ``--resolution`` that is not a multiple of the latent stride, naming the nearest that are."""
-    why = (
-        f"FLUX.1's latents are 8x smaller than the image and packed in 2x2 patches, and FluxPipeline takes only "
-        f"sizes divisible by {LATENT_STRIDE} (see --resolution)"
-    )
-    check_divisible(resolution, LATENT_STRIDE, why)
+    """The kit's refusal of a ``--resolution`` FluxPipeline cannot take (sizes divisible by 16)."""
+    packed.check_resolution(resolution, "FLUX.1", "FluxPipeline")
 
 
 def refuse_distilled(cfg: TrainConfig, transformer: dict | None, scheduler: dict | None) -> None:

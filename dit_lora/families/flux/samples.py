@@ -10,23 +10,12 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.diffusion.loader import model_class
+from dit_lora.families.diffusion.packed import decode_packed
 from dit_lora.families.diffusion.sampling import flow_sampler, square_images
 from dit_lora.families.flux.encoders import max_sequence_length
-from dit_lora.families.flux.loss import unpack
-from dit_lora.families.flux.model import LATENT_STRIDE
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
-
-
-def decode(pipe, vae, tokens: torch.Tensor, height: int, width: int) -> list:
-    """``FluxPipeline``'s own decode of its packed ``output_type="latent"`` tokens, with the VAE in its own dtype (the
-    pipeline hands it latents in the transformer's dtype, which a run's fp32 VAE refuses under bf16): unpack, undo the
-    scale and shift, decode, postprocess."""
-    grid = unpack(tokens, height // LATENT_STRIDE * 2, width // LATENT_STRIDE * 2).to(vae.dtype)
-    latents = grid / vae.config.scaling_factor + vae.config.shift_factor
-    with torch.no_grad():
-        return pipe.image_processor.postprocess(vae.decode(latents, return_dict=False)[0], output_type="pil")
 
 
 class FluxSamples(DiffusionSamples):
@@ -52,7 +41,7 @@ class FluxSamples(DiffusionSamples):
             tokens: Any = square_images(
                 pipe, cfg, seed, device, output_type="latent", guidance_scale=guidance, **embeds
             )
-            return decode(pipe, vae, tokens, cfg.data.resolution, cfg.data.resolution)
+            return decode_packed(pipe, vae, tokens, cfg.data.resolution, cfg.data.resolution)
 
     def generate_with_pipeline(
         self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None

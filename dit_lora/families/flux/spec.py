@@ -14,11 +14,12 @@ from __future__ import annotations
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.packed import BUCKETS
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.flux.adapter import FluxCard
 from dit_lora.families.flux.encoders import FluxEncoders
 from dit_lora.families.flux.loss import FluxLoss
-from dit_lora.families.flux.model import BUCKETS, DEMO, PARTS, FluxModel
+from dit_lora.families.flux.model import DEMO, PARTS, FluxModel
 from dit_lora.families.flux.plan import FluxPlan
 from dit_lora.families.flux.samples import FluxSamples
 from dit_lora.families.flux.state import run_state

@@ -20,22 +20,16 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.flux2.state import run_state
 from dit_lora.modeling.flow_matching import (
-    density_draws,
     loss_weighting,
+    noise_and_sigmas,
     noisy_latents,
     scheduler_shift,
-    shifted_sigmas,
     velocity_target,
 )
 from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
-
-
-def batch_shift(image_tokens: int, scheduler_config: dict[str, Any], fixed: float | None) -> float:
-    """The shift ``s`` of a batch: ``--flux2_shift``, else the scheduler's at its token count (``scheduler_shift``)."""
-    return float(fixed) if fixed is not None else scheduler_shift(image_tokens, scheduler_config)
 
 
 def latent_ids(height: int, width: int, device) -> torch.Tensor:
@@ -77,10 +71,8 @@ class Flux2Loss(DiffusionLoss):
         predicted from the packed tokens, the weighted MSE against ``eps - x0``."""
         latents, options, state = batch["latents"], cfg.family_options, run_state(comps)
         batch_size, _, height, width = latents.shape
-        noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
-        u = density_draws(options, batch_size, latents.device, generator)
-        shift = batch_shift(height * width, state.scheduler_config, options.flux2_shift)
-        sigmas = shifted_sigmas(u, shift, form="1+(s-1)*u").to(latents.dtype)
+        shift = scheduler_shift(height * width, state.scheduler_config, options.flux2_shift)
+        noise, sigmas = noise_and_sigmas(latents, options, generator, shift)
         embeds = batch["prompt_embeds"]
         guidance = None
         if state.guidance_embeds:  # FLUX.2 [dev]: guidance-distilled, fed one fixed value (--flux2_train_guidance)

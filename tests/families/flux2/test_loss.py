@@ -19,9 +19,9 @@ from flux2_configs import flux2_cfg
 
 from dit_lora.contract.family import Components
 from dit_lora.families.flux2.demo import SCHEDULER_CONFIG
-from dit_lora.families.flux2.loss import batch_shift, latent_ids, pack, text_ids, unpack
+from dit_lora.families.flux2.loss import latent_ids, pack, text_ids, unpack
 from dit_lora.families.flux2.state import Flux2Run
-from dit_lora.modeling.flow_matching import dynamic_mu, shifted_sigmas
+from dit_lora.modeling.flow_matching import dynamic_mu, scheduler_shift, shifted_sigmas
 from dit_lora.registry import get_family
 
 
@@ -106,11 +106,11 @@ def test_a_fixed_shift_and_a_static_scheduler_replace_the_dynamic_one():
     expected, _, sigmas = _reference(batch, "logit_normal", seed=2, shift=1.0)
     torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(fixed.calls[0]["timestep"], sigmas)
-    assert batch_shift(4096, {**SCHEDULER_CONFIG, "use_dynamic_shifting": False}, None) == 3.0
-    assert batch_shift(4096, SCHEDULER_CONFIG, 2.5) == 2.5
+    assert scheduler_shift(4096, {**SCHEDULER_CONFIG, "use_dynamic_shifting": False}, None) == 3.0
+    assert scheduler_shift(4096, SCHEDULER_CONFIG, 2.5) == 2.5
     # a linear time_shift_type: the scheduler shifts by mu itself at inference, so training does too
     linear = {**SCHEDULER_CONFIG, "time_shift_type": "linear"}
-    assert batch_shift(4096, linear, None) == pytest.approx(dynamic_mu(4096, linear))
+    assert scheduler_shift(4096, linear, None) == pytest.approx(dynamic_mu(4096, linear))
 
 
 def test_the_shift_is_the_pipeline_schedulers_own():

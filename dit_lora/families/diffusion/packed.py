@@ -1,0 +1,56 @@
+"""Black Forest Labs' packed latents, as diffusers' ``FluxPipeline`` lays them out and the families whose transformer
+takes them share (FLUX.1, Chroma): an image VAE's latents cut into 2 x 2 patches, one token a patch, each token's
+channels ordered ``(C, ph, pw)``, with ``(0, h, w)`` position ids, and the decode of the pipelines' packed
+``output_type="latent"`` tokens. :data:`LATENT_STRIDE` and :func:`check_resolution` say which sizes they take."""
+
+from __future__ import annotations
+
+import torch
+
+from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
+
+#: pixels per token side: the VAE's 8x times the 2 x 2 packing (the pipelines take sizes divisible by 16)
+LATENT_STRIDE = 16
+#: ``FamilySpec.image_buckets``: any aspect ratio (RoPE position ids, no positional table), in the latent stride
+BUCKETS = AnyAspect(LATENT_STRIDE)
+
+
+def check_resolution(resolution: int, kind: str, pipeline: str) -> None:
+    """Refuse a ``--resolution`` that is not a multiple of the latent stride, naming the nearest that are (``kind``:
+    the model as messages name it, ``pipeline``: its pipeline class)."""
+    why = (
+        f"{kind}'s latents are 8x smaller than the image and packed in 2x2 patches, and {pipeline} takes only sizes "
+        f"divisible by {LATENT_STRIDE} (see --resolution)"
+    )
+    check_divisible(resolution, LATENT_STRIDE, why)
+
+
+def pack(latents: torch.Tensor) -> torch.Tensor:
+    """``FluxPipeline._pack_latents``: ``(B, C, H, W) -> (B, H/2 * W/2, C*4)``, each token's channels ``(C, ph, pw)``."""
+    b, c, h, w = latents.shape
+    return latents.view(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5).reshape(b, (h // 2) * (w // 2), c * 4)
+
+
+def unpack(tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """The inverse of :func:`pack` for a ``height x width`` latent grid (``FluxPipeline._unpack_latents``)."""
+    b, _, channels = tokens.shape
+    grid = tokens.view(b, height // 2, width // 2, channels // 4, 2, 2).permute(0, 3, 1, 4, 2, 5)
+    return grid.reshape(b, channels // 4, height, width)
+
+
+def latent_ids(height: int, width: int, device, dtype: torch.dtype) -> torch.Tensor:
+    """``FluxPipeline._prepare_latent_image_ids`` of a ``height x width`` token grid, ``(H*W, 3)`` rows ``(0, h, w)``,
+    built on ``device`` (the pipeline builds them on the host and copies them: a host copy per step)."""
+    zero = torch.zeros(1, dtype=torch.long, device=device)
+    grid = torch.cartesian_prod(zero, torch.arange(height, device=device), torch.arange(width, device=device))
+    return grid.to(dtype)
+
+
+def decode_packed(pipe, vae, tokens: torch.Tensor, height: int, width: int) -> list:
+    """A pipeline's own decode of its packed ``output_type="latent"`` tokens of a ``height x width`` px image, with the
+    VAE in its own dtype (the pipelines hand it latents in the transformer's dtype, which a run's fp32 VAE refuses
+    under bf16): unpack, undo the VAE's scale and shift, decode, postprocess to PIL images."""
+    grid = unpack(tokens, height // LATENT_STRIDE * 2, width // LATENT_STRIDE * 2).to(vae.dtype)
+    latents = grid / vae.config.scaling_factor + (vae.config.shift_factor or 0.0)
+    with torch.no_grad():
+        return pipe.image_processor.postprocess(vae.decode(latents, return_dict=False)[0], output_type="pil")
