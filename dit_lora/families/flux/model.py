@@ -15,7 +15,6 @@ from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelinePa
 from dit_lora.families.flux import demo as tiny_flux  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux.state import FluxRun
 from dit_lora.modelfiles.pipeline_files import read_component_config
-from dit_lora.modeling.flow_matching import training_scheduler
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -65,13 +64,9 @@ class FluxModel(KitModel):
 
 
 def flux_components(loaded: LoadedParts, state: FluxRun | None = None) -> Components:
-    """The components of ``loaded`` (from the folder, or on the meta device for a plan) with the checkpoint's
-    scheduler config and guidance embedding in the run's :class:`FluxRun` (``state``: a plan's, with its text
-    settings)."""
-    state = state or FluxRun()
-    state.scheduler_config = loaded.scheduler_config
-    state.guidance_embeds = bool(loaded.transformer.config.guidance_embeds)
-    return loaded.components(training_scheduler(loaded.scheduler_config), state)
+    """The components of ``loaded`` (from the folder, or on the meta device for a plan) with what the checkpoint is
+    in the run's :class:`FluxRun` (``state``: a plan's, with its text settings)."""
+    return (state or FluxRun()).components(loaded)
 
 
 #: FLUX.1's pipeline folder, as the kit's loader reads it: CLIP-L (its pooled output) and T5-XXL (its hidden states),

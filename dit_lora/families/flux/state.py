@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from dit_lora.families.diffusion.run_state import FlowRun
+from dit_lora.families.diffusion.guided_flow import GuidedFlowRun
 
 
 @dataclass
-class FluxRun(FlowRun):
-    """The per-run state of a FLUX.1 run (mutable: setup fills it in as it decides): the flow family's (``text``: the
-    T5 caption length the pipeline pads to) and what the checkpoint is."""
-
-    #: the checkpoint's scheduler config (the dynamic shift's line and the validation sampler); {} until loaded
-    scheduler_config: dict[str, Any] = field(default_factory=dict)
-    #: the transformer has a guidance embedding (FLUX.1 [dev] is guidance-distilled)
-    guidance_embeds: bool = True
+class FluxRun(GuidedFlowRun):
+    """The per-run state of a FLUX.1 run: the kit's guided flow state (the checkpoint's scheduler config, its guidance
+    embedding, the T5 caption length), nothing of its own yet."""
 
 
 #: ``comps.state``, an empty :class:`FluxRun` put there first for components built by hand (tests).

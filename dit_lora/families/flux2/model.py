@@ -23,7 +23,6 @@ from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time
 from dit_lora.families.flux2.encoders import out_layers, text_depth
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
 from dit_lora.modelfiles.pipeline_files import read_component_config
-from dit_lora.modeling.flow_matching import training_scheduler
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -85,14 +84,8 @@ class Flux2Model(KitModel):
 def flux2_components(pipeline: str, loaded: LoadedParts, text: TextSettings | None = None) -> Components:
     """The components of ``loaded`` (from the folder, or on the meta device for a plan) with what the folder is in
     the run's :class:`Flux2Run`: dev or klein, the guidance embedding, the text encoder's layers read."""
-    state = Flux2Run(
-        pipeline_class=pipeline,
-        scheduler_config=loaded.scheduler_config,
-        guidance_embeds=bool(loaded.transformer.config.guidance_embeds),
-        out_layers=out_layers(pipeline, text_depth(loaded.text_encoder)),
-        text=text,
-    )
-    return loaded.components(training_scheduler(loaded.scheduler_config), state)
+    layers = out_layers(pipeline, text_depth(loaded.text_encoder))
+    return Flux2Run(pipeline_class=pipeline, out_layers=layers, text=text).components(loaded)
 
 
 #: FLUX.2's pipeline folder, as the kit's loader reads it. The tokenizer alone, also for dev's PixtralProcessor
