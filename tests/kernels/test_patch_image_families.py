@@ -1,4 +1,4 @@
-"""The generic patch points on Qwen-Image, Z-Image and FLUX.2 (issue 36): which of their modules the fused ops reach,
+"""The generic patch points on Qwen-Image, Z-Image, FLUX.1 and FLUX.2 (issue 36): which of their modules the fused ops reach,
 and that the whole (tiny) transformer patched computes what diffusers' own does, forward and backward.
 
 These families declare no patch points of their own (their blocks' modulation and attention are their own code);
@@ -19,6 +19,25 @@ from diffusers.models.normalization import RMSNorm
 
 from dit_lora.kernels import kernel_counts, patch_model, unpatch_model
 from dit_lora.registry import get_family
+
+
+def _flux():
+    from dit_lora.families.diffusion.packed import latent_ids, pack
+    from dit_lora.families.flux.demo import build_tiny_flux_components
+
+    model = build_tiny_flux_components()["transformer"].float()
+    gen = torch.Generator().manual_seed(0)
+    latents = torch.randn(2, model.config.in_channels // 4, 8, 8, generator=gen)
+    inputs = {
+        "hidden_states": pack(latents),
+        "encoder_hidden_states": torch.randn(2, 5, model.config.joint_attention_dim, generator=gen),
+        "pooled_projections": torch.randn(2, model.config.pooled_projection_dim, generator=gen),
+        "timestep": torch.tensor([0.3, 0.8]),
+        "guidance": torch.tensor([1.0, 1.0]),
+        "txt_ids": torch.zeros(5, 3),
+        "img_ids": latent_ids(4, 4, "cpu", torch.float32),
+    }
+    return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
 
 
 def _flux2():
@@ -72,7 +91,7 @@ def _zimage():
     return model, inputs, lambda m, kw: torch.stack(m(**kw, return_dict=False)[0])
 
 
-BUILDERS = {"flux2": _flux2, "qwenimage": _qwenimage, "zimage": _zimage}
+BUILDERS = {"flux": _flux, "flux2": _flux2, "qwenimage": _qwenimage, "zimage": _zimage}
 
 
 def _expected_counts(model: nn.Module) -> dict[str, int]:
