@@ -28,8 +28,9 @@ class FluxOptions(FlowMatchingOptions):
     flux_train_guidance: float = opt(
         1.0,
         "FLUX.1 [dev] (guidance-distilled): the value its guidance embedding is given while training, said in the "
-        "model card. Default 1.0, as dit-lora trains FLUX.2 [dev]; diffusers' train_dreambooth_lora_flux.py uses "
-        "3.5, FluxPipeline's sampling default.",
+        "model card. Default 1.0, SimpleTuner's --flux_guidance_value default (it keeps the dev model's guidance "
+        "distillation, its help says) and dit-lora's FLUX.2 [dev] default; diffusers' train_dreambooth_lora_flux.py "
+        "uses 3.5, FluxPipeline's sampling default.",
         section="flux",
         resume="fixed",
         valid=FINITE,
