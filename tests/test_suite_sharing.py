@@ -228,6 +228,32 @@ def test_a_warm_run_past_its_timeout_is_killed_and_the_zygote_serves_the_next(li
 
 
 @pytest.mark.slow  # starts processes
+def test_a_zygote_that_gives_no_reply_after_a_timeout_is_replaced(light_pool, tmp_path, monkeypatch):
+    """A timed-out run whose processes are gone already (no kill to make) and whose zygote then gives no reply: the
+    zygote is ended rather than left with its replies out of step, and the pool serves the next run from a fresh
+    one (a hung two-rank run once broke every later warm run of its worker this way)."""
+    import subprocess
+
+    import warm
+    from warm import run_script
+
+    pool, script = light_pool
+    assert run_script(script, ["exit3"], cwd=tmp_path).returncode == 3  # the first zygote, started
+    zygote = next(z for z in pool.zygotes if z is not None)
+
+    def no_reply(timeout):
+        raise subprocess.TimeoutExpired("a warm interpreter's reply", timeout)
+
+    monkeypatch.setattr(zygote, "_reply", no_reply)
+    zygote._after_timeout([2**22 + 12345])  # no such process: nothing to kill
+    assert not zygote.alive()
+    monkeypatch.undo()
+    monkeypatch.delenv("DIT_LORA_TEST_FRESH", raising=False)
+    monkeypatch.setattr(warm, "POOL", pool)
+    assert all(run_script(script, ["exit3"], cwd=tmp_path).returncode == 3 for _ in range(pool.size))
+
+
+@pytest.mark.slow  # starts processes
 def test_a_resume_is_forked_from_the_zygote_that_did_not_write_its_folder(light_pool, tmp_path):
     from warm import run_script
 

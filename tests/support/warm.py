@@ -221,6 +221,19 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def _after_timeout(self, pids: list[int]) -> None:
+        """A run that outlived its timeout: its processes killed (those still there), the zygote's reply for them
+        read. A zygote that gives none is ended, so the pool starts a fresh one: never one whose replies are out of
+        step with its requests (a later run would read this run's reply, or time out waiting)."""
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+        try:
+            self._reply(60)
+        except (subprocess.TimeoutExpired, RuntimeError):
+            self.proc.kill()
+            self.proc.wait()
+
     def run(self, argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
         """``argv`` (a script and its arguments) as a fork of this zygote; like ``subprocess.run(capture_output=True,
         text=True)``, TimeoutExpired after ``timeout`` seconds (the run killed)."""
@@ -234,8 +247,7 @@ class Zygote:
             try:
                 done = self._reply(timeout)
             except subprocess.TimeoutExpired:
-                os.kill(pid, 9)
-                self._reply(60)
+                self._after_timeout([pid])
                 raise subprocess.TimeoutExpired(argv, timeout, out.read_text(errors="replace"),
                                                 err.read_text(errors="replace")) from None
             CPU["seconds"] += done["cpu"]
@@ -261,8 +273,7 @@ class Zygote:
         try:
             done = self._reply(timeout)
         except subprocess.TimeoutExpired:
-            os.kill(pid, 9)
-            self._reply(60)
+            self._after_timeout([pid])
             raise
         CPU["seconds"] += done["cpu"]
         return os.waitstatus_to_exitcode(done["status"])
@@ -281,9 +292,7 @@ class Zygote:
             try:
                 done = self._reply(timeout)
             except subprocess.TimeoutExpired:
-                for pid in pids:
-                    os.kill(pid, 9)
-                self._reply(60)
+                self._after_timeout(pids)
                 raise subprocess.TimeoutExpired([argv for argv, _ in runs], timeout,
                                                 "".join(out.read_text(errors="replace") for out, _ in files),
                                                 "".join(err.read_text(errors="replace") for _, err in files)) from None
