@@ -27,13 +27,15 @@ EMBEDS = ("prompt_embeds",)
 MASKED = ("prompt_embeds", "prompt_attention_mask")
 
 
-def text_pipeline(comps: Components, pipeline: str) -> Any:
-    """The diffusers pipeline ``pipeline`` (its class name) holding only the run's tokenizer and text encoder: its
-    ``encode_prompt`` is what the pipeline feeds the transformer (``Any``: mypy takes diffusers' top-level classes
-    for the dummy placeholders its ``__init__`` imports first)."""
+def text_pipeline(comps: Components, pipeline: str, also: tuple[str, ...] = ()) -> Any:
+    """The diffusers pipeline ``pipeline`` (its class name) holding only the run's tokenizer and text encoder (and the
+    further components ``also`` names: FLUX.1's ``tokenizer_2``, ``text_encoder_2``): its ``encode_prompt`` is what
+    the pipeline feeds the transformer (``Any``: mypy takes diffusers' top-level classes for the dummy placeholders
+    its ``__init__`` imports first)."""
     return model_class("diffusers", pipeline)(
         tokenizer=comps.encoders["tokenizer"],
         text_encoder=comps.encoders["text_encoder"],
+        **{name: comps.encoders[name] for name in also},
         vae=None,
         transformer=None,
         scheduler=None,

@@ -11,8 +11,7 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.loader import model_class
-from dit_lora.families.diffusion.prompts import CaptionLength
+from dit_lora.families.diffusion.prompts import CaptionLength, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import encoder_identity
 
 if TYPE_CHECKING:
@@ -20,21 +19,6 @@ if TYPE_CHECKING:
 
 #: ``--max_sequence_length``, else FluxPipeline's default, 512 (T5's tokens; every caption is padded to it)
 max_sequence_length = CaptionLength(512)
-
-
-def text_pipeline(comps: Components) -> Any:
-    """A ``FluxPipeline`` holding only the run's two tokenizers and text encoders: its ``encode_prompt`` is what the
-    pipeline feeds the transformer."""
-    encoders = comps.encoders
-    return model_class("diffusers", "FluxPipeline")(
-        tokenizer=encoders["tokenizer"],
-        text_encoder=encoders["text_encoder"],
-        tokenizer_2=encoders["tokenizer_2"],
-        text_encoder_2=encoders["text_encoder_2"],
-        vae=None,
-        transformer=None,
-        scheduler=None,
-    )
 
 
 class FluxEncoders(DiffusionEncoders):
@@ -54,7 +38,7 @@ class FluxEncoders(DiffusionEncoders):
     ) -> dict[str, torch.Tensor]:
         """Captions through ``FluxPipeline.encode_prompt``: ``prompt_embeds`` (T5) and ``pooled_prompt_embeds``
         (CLIP); ``with_negative`` adds the empty caption's (for a run sampling with ``true_cfg_scale``)."""
-        pipe = text_pipeline(comps)
+        pipe = text_pipeline(comps, "FluxPipeline", also=("tokenizer_2", "text_encoder_2"))
         text = comps.state.text if comps.state is not None else None
         kwargs = {
             "device": comps.encoders["text_encoder_2"].device,
