@@ -19,7 +19,7 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
-from helpers import ROOT, base_args
+from helpers import DEFAULT_CAPTIONS, ROOT, base_args
 from dit_lora.commands.cli import main as cli_main
 from dit_lora.config import parse_config
 from dit_lora.data.cache import cache_file_name, cache_namespace
@@ -81,7 +81,7 @@ def _run_cli(argv, capsys) -> tuple[int, str]:
 def sana(tiny_sana, shapes_data, tmp_path_factory):
     """One loaded tiny Sana component set for the whole module."""
     scratch = tmp_path_factory.mktemp("load")
-    cfg = parse_config(base_args(tiny_sana, shapes_data, scratch / "out", scratch / "cache"))
+    cfg = parse_config(base_args(tiny_sana, shapes_data, scratch / "out", scratch / "cache", **DEFAULT_CAPTIONS))
     family = get_family("sana")
     comps = family.model.load_components(cfg, torch.device("cpu"))
     family.setup.configure(comps, cfg)
@@ -89,7 +89,7 @@ def sana(tiny_sana, shapes_data, tmp_path_factory):
 
 
 def _cfg(tiny_sana, data, tmp_path, **overrides):
-    return parse_config(base_args(tiny_sana, data, tmp_path / "out", tmp_path / "cache", **overrides))
+    return parse_config(base_args(tiny_sana, data, tmp_path / "out", tmp_path / "cache", **{**DEFAULT_CAPTIONS, **overrides}))
 
 
 def _nan_for(monkeypatch, family, cfg, data, keys):

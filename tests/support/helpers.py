@@ -29,8 +29,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+#: a short run's captions on a SanaPipeline folder: padded to 64 tokens, without the pipeline's instruction prefix.
+#: At the defaults (the instruction, 300 tokens) the tiny Gemma-2's caption encoding is half of a short run's time
+#: (bf16 on a CPU without it); what those tests check does not depend on the caption length. The defaults are
+#: trained by the demo configs (tests/conformance, tests/e2e/test_sana.py's demo run) and tests/families/sana.
+SHORT_SANA_CAPTIONS = {"max_sequence_length": 64, "complex_human_instruction": "false"}
+#: ``base_args(..., **DEFAULT_CAPTIONS)``: the pipeline's own caption settings (a test of what they are)
+DEFAULT_CAPTIONS = dict.fromkeys(SHORT_SANA_CAPTIONS)
+
+
+def _is_sana(model: Path) -> bool:
+    """Whether ``model`` is a SanaPipeline folder (its ``model_index.json``)."""
+    try:
+        index = json.loads((Path(model) / "model_index.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return index.get("_class_name") == "SanaPipeline"
+
+
 def base_args(model: Path, data: Path, out: Path, cache: Path, **overrides) -> list[str]:
-    """Recipe flags for a short CPU run on the tiny model."""
+    """Recipe flags for a short CPU run on the tiny model (on a Sana folder, :data:`SHORT_SANA_CAPTIONS` too)."""
     opts = {
         "pretrained_model_name_or_path": model, "train_data_dir": data, "output_dir": out, "cache_dir": cache,
         "resolution": 64, "center_crop": "true", "rank": 4, "lora_alpha": 8, "train_batch_size": 4,
@@ -40,6 +58,8 @@ def base_args(model: Path, data: Path, out: Path, cache: Path, **overrides) -> l
         # tests (tests/plan/, the default-flag demo runs of tests/conformance, the real layouts).
         "ignore_memory_plan": "true",
     }
+    if _is_sana(model):
+        opts.update(SHORT_SANA_CAPTIONS)
     opts.update(overrides)
     args: list[str] = []
     for k, v in opts.items():
