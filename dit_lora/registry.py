@@ -159,6 +159,7 @@ BUILT_IN = (
     "flux2",
     "sanavideo",
     "flux",
+    "chroma",
 )
 
 _ENTRIES: list[FamilyEntry] = []

@@ -47,6 +47,7 @@ DEMO_OF = {
     "Tongyi-MAI/Z-Image": {},
     "black-forest-labs/FLUX.2-klein-base-4B": {"flux2_demo_variant": "klein"},
     "black-forest-labs/FLUX.1-dev": {},
+    "lodestones/Chroma1-HD": {},
     "Efficient-Large-Model/SANA-Video_2B_480p_diffusers": {},
 }
 #: options naming what the reader brings (their data, their output folder): the test's own folders instead

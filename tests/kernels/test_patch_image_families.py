@@ -40,6 +40,26 @@ def _flux():
     return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
 
 
+def _chroma():
+    from dit_lora.families.chroma.demo import build_tiny_chroma_components
+    from dit_lora.families.chroma.loss import transformer_mask
+    from dit_lora.families.diffusion.packed import latent_ids, pack
+
+    model = build_tiny_chroma_components()["transformer"].float()
+    gen = torch.Generator().manual_seed(0)
+    latents = torch.randn(2, model.config.in_channels // 4, 8, 8, generator=gen)
+    caption_mask = torch.arange(5).expand(2, 5) <= torch.tensor([[2], [4]])
+    inputs = {
+        "hidden_states": pack(latents),
+        "encoder_hidden_states": torch.randn(2, 5, model.config.joint_attention_dim, generator=gen),
+        "timestep": torch.tensor([0.3, 0.8]),
+        "txt_ids": torch.zeros(5, 3),
+        "img_ids": latent_ids(4, 4, "cpu", torch.float32),
+        "attention_mask": transformer_mask(caption_mask, 16),
+    }
+    return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
+
+
 def _flux2():
     from dit_lora.families.flux2.demo import build_tiny_flux2_components
     from dit_lora.families.flux2.loss import latent_ids, pack, text_ids
@@ -91,7 +111,7 @@ def _zimage():
     return model, inputs, lambda m, kw: torch.stack(m(**kw, return_dict=False)[0])
 
 
-BUILDERS = {"flux": _flux, "flux2": _flux2, "qwenimage": _qwenimage, "zimage": _zimage}
+BUILDERS = {"flux": _flux, "chroma": _chroma, "flux2": _flux2, "qwenimage": _qwenimage, "zimage": _zimage}
 
 
 def _expected_counts(model: nn.Module) -> dict[str, int]:

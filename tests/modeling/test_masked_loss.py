@@ -128,6 +128,16 @@ def _flux():
     return FluxLoss(None), comps, batch, Probe((B, (H // 2) * (W // 2), 4 * C)), lambda g: unpack(g, H, W)
 
 
+def _chroma():
+    from dit_lora.families.chroma.loss import ChromaLoss
+    from dit_lora.families.chroma.state import ChromaRun
+    from dit_lora.families.diffusion.packed import unpack
+
+    comps = Components(model=None, state=ChromaRun(scheduler_config={}))
+    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "prompt_attention_mask": torch.ones(B, 3, dtype=torch.bool)}
+    return ChromaLoss(None), comps, batch, Probe((B, (H // 2) * (W // 2), 4 * C)), lambda g: unpack(g, H, W)
+
+
 FAMILIES = {
     "sana": _sana,
     "dit": _dit,
@@ -136,6 +146,7 @@ FAMILIES = {
     "zimage": _zimage,
     "flux2": _flux2,
     "flux": _flux,
+    "chroma": _chroma,
 }
 
 

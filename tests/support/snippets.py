@@ -174,8 +174,9 @@ STEPS_OF_A_RUN = {"num_inference_steps": AS_WRITTEN_STEPS}
 @contextlib.contextmanager
 def pipeline_calls(overrides: dict[str, int] | None = None, *, fp32: bool = False) -> Iterator[None]:
     """Stand-ins for every diffusers pipeline call inside: the call arguments ``overrides`` names (those the pipeline
-    takes) replace the text's, and with ``fp32`` a pipeline on a CPU is cast to fp32 before it runs. Nested uses
-    combine, the inner one's arguments winning."""
+    takes) replace the text's, and with ``fp32`` a pipeline on a CPU is cast to fp32 before it runs (or before its
+    ``encode_prompt`` runs, for a snippet that encodes first). Nested uses combine, the inner one's arguments
+    winning."""
     import torch
     from diffusers import DiffusionPipeline
 
@@ -197,6 +198,16 @@ def pipeline_calls(overrides: dict[str, int] | None = None, *, fp32: bool = Fals
 
             wrapped._stand_in = True  # type: ignore[attr-defined]
             patch.setattr(cls, "__call__", wrapped)
+        encode = vars(cls).get("encode_prompt")
+        if encode is not None and not getattr(encode, "_stand_in", False):  # a snippet that encodes first (Chroma's)
+
+            def cast_first(self, *args, _encode=encode, **kwargs):
+                if any(cast for _, cast in _CALL_FRAMES) and self.device.type == "cpu":
+                    self.to(torch.float32)
+                return _encode(self, *args, **kwargs)
+
+            cast_first._stand_in = True  # type: ignore[attr-defined]
+            patch.setattr(cls, "encode_prompt", cast_first)
     _CALL_FRAMES.append(frame)
     try:
         yield

@@ -1,4 +1,5 @@
-"""Rectified flow with a guidance embedding, shifted per batch as the pipeline samples that size (FLUX.1, FLUX.2):
+"""Rectified flow, with a guidance embedding where the transformer has one, shifted per batch as the pipeline samples
+that size (FLUX.1, FLUX.2, Chroma):
 :class:`GuidedFlowRun`, the run state, and :class:`GuidedFlowLoss`, the loss.
 
 As diffusers' FLUX training scripts: ``x_t = (1 - sigma) x0 + sigma eps``, the transformer given ``timestep = sigma``
@@ -44,7 +45,8 @@ class GuidedFlowRun(FlowRun):
 
     #: the checkpoint's scheduler config (the dynamic shift's line and the validation sampler); {} until loaded
     scheduler_config: dict[str, Any] = field(default_factory=dict)
-    #: the transformer has a guidance embedding (guidance-distilled: FLUX.1 [dev], FLUX.2 [dev])
+    #: the transformer has a guidance embedding (guidance-distilled: FLUX.1 [dev], FLUX.2 [dev]; Chroma's config has
+    #: no such key: none)
     guidance_embeds: bool = True
 
     def components(self, loaded: LoadedParts) -> Components:
@@ -52,7 +54,7 @@ class GuidedFlowRun(FlowRun):
         checkpoint's scheduler config and guidance embedding recorded in it, the training scheduler built from
         the config."""
         self.scheduler_config = loaded.scheduler_config
-        self.guidance_embeds = bool(loaded.transformer.config.guidance_embeds)
+        self.guidance_embeds = bool(loaded.transformer.config.get("guidance_embeds", False))
         return loaded.components(training_scheduler(loaded.scheduler_config), self)
 
 

@@ -365,15 +365,18 @@ def scaling_factor(latents: torch.Tensor) -> float:
     return float(f"{1.0 / latents.float().std().item():.4g}")
 
 
-def measured_scaling(resolution: int, seed: int) -> Callable[[Any], None]:
+def measured_scaling(resolution: int, seed: int, *, shift: bool = False) -> Callable[[Any], None]:
     """A tiny VAE's ``then``: its :func:`scaling_factor` measured on a few :func:`shapes_pixels` of ``resolution`` px
-    (an ``AutoencoderKL``'s posterior mode, a DC-AE's latent) and registered in its config."""
+    (an ``AutoencoderKL``'s posterior mode, a DC-AE's latent) and registered in its config; ``shift``: its
+    ``shift_factor`` too, the latents' mean (as the FLUX.1 VAE defines both), so a random VAE's latents train at unit
+    scale like the real one's."""
 
     def measure(vae: Any) -> None:
         with torch.no_grad():
             encoded = vae.encode(shapes_pixels(resolution, seed))
             latents = encoded.latent if hasattr(encoded, "latent") else encoded.latent_dist.mode()
-        vae.register_to_config(scaling_factor=scaling_factor(latents))
+        shifted = {"shift_factor": float(f"{latents.mean().item():.4g}")} if shift else {}
+        vae.register_to_config(**shifted, scaling_factor=scaling_factor(latents))
 
     return measure
 

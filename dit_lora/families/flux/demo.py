@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_t5_tokenizer, demo_words
 from dit_lora.families.diffusion import tiny
@@ -31,20 +29,6 @@ def build_clip_tokenizer():
     return tiny.clip_tokenizer((" ".join(words), *words), 400)
 
 
-def _latent_statistics(resolution: int):
-    """``shift_factor`` and ``scaling_factor`` as the FLUX VAE defines them (mean and 1/std of its latents) on a few
-    demo images, so a random VAE's latents train at unit scale like the real one's."""
-
-    def measure(vae: Any) -> None:
-        with torch.no_grad():
-            latents = vae.encode(tiny.shapes_pixels(resolution, 0)).latent_dist.mode()
-        vae.register_to_config(
-            shift_factor=float(f"{latents.mean().item():.4g}"), scaling_factor=tiny.scaling_factor(latents)
-        )
-
-    return measure
-
-
 def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
     """The tiny ``FluxPipeline`` (fp32)."""
     config = DEMO.read().variant(variant)
@@ -58,7 +42,7 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
         tokenizers={"tokenizer_2": build_tiny_t5_tokenizer},
         parts=(
             tiny.module("transformer", 1, "diffusers:FluxTransformer2DModel", config["transformer"]),
-            tiny.module("vae", 2, "diffusers:AutoencoderKL", config["vae"], then=_latent_statistics(config["resolution"])),
+            tiny.module("vae", 2, "diffusers:AutoencoderKL", config["vae"], then=tiny.measured_scaling(config["resolution"], 0, shift=True)),
             tiny.text_model(3, "transformers:CLIPTextModel", "transformers:CLIPTextConfig", config["text_encoder"], clip_ids),
             tiny.text_model(
                 4, "transformers:T5EncoderModel", "transformers:T5Config", config["text_encoder_2"], t5_ids,

@@ -97,16 +97,6 @@ def _init_pad_tokens(transformer: Any) -> None:
     torch.nn.init.normal_(transformer.cap_pad_token, std=0.02)
 
 
-def _latent_statistics(vae: Any) -> None:
-    """``shift_factor`` and ``scaling_factor`` as the FLUX.1 VAE defines them (mean and 1/std of its latents) on a
-    few demo images, so a random VAE's latents train at unit scale like the real one's."""
-    with torch.no_grad():
-        latents = vae.encode(tiny.shapes_pixels(TINY_ZIMAGE_CONFIG["resolution"], 0)).latent_dist.mode()
-    vae.register_to_config(
-        shift_factor=float(f"{latents.mean().item():.4g}"), scaling_factor=tiny.scaling_factor(latents)
-    )
-
-
 def _tiny(seed: int) -> tiny.TinyPipeline:
     """The tiny ZImagePipeline (fp32)."""
     config = get_tiny_zimage_config()
@@ -121,7 +111,13 @@ def _tiny(seed: int) -> tiny.TinyPipeline:
             tiny.module(
                 "transformer", 1, "diffusers:ZImageTransformer2DModel", config["transformer"], then=_init_pad_tokens
             ),
-            tiny.module("vae", 2, "diffusers:AutoencoderKL", vae, then=_latent_statistics),
+            tiny.module(
+                "vae",
+                2,
+                "diffusers:AutoencoderKL",
+                vae,
+                then=tiny.measured_scaling(TINY_ZIMAGE_CONFIG["resolution"], 0, shift=True),
+            ),
             tiny.text_model(3, "transformers:Qwen3Model", "transformers:Qwen3Config", config["text_encoder"], ids),
         ),
         scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),

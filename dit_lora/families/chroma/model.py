@@ -1,0 +1,90 @@
+"""Chroma's model component and what is read from its small config files before anything loads: the config checks,
+its precision policy (the modulation network kept out of ``--quantize_base``), its buckets and ``--demo``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
+from dit_lora.families.chroma import demo as tiny_chroma  # looked up at call time: tests stand in the model build
+from dit_lora.families.chroma.state import ChromaRun
+from dit_lora.families.diffusion import packed
+from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
+
+def check_resolution(resolution: int) -> None:
+    """The kit's refusal of a ``--resolution`` ChromaPipeline cannot take (sizes divisible by 16)."""
+    packed.check_resolution(resolution, "Chroma", "ChromaPipeline")
+
+
+def refuse_flash(cfg: TrainConfig) -> None:
+    """Chroma1-Flash (Chroma1-Base distilled to sample in few steps without classifier-free guidance) is refused in
+    one paragraph, with what to train instead; it has Chroma1-HD's configs, so only its Hub id tells it."""
+    if "chroma1-flash" not in str(cfg.model.pretrained_model_name_or_path).lower():
+        return
+    raise UserError(
+        f"`{cfg.model.pretrained_model_name_or_path}` is Chroma1-Flash, distilled from Chroma1-Base to sample in few "
+        "steps without classifier-free guidance: a LoRA trained on it directly erodes that distillation, as one "
+        "trained on FLUX.1 [schnell] does. Train on lodestones/Chroma1-HD (or lodestones/Chroma1-Base) with "
+        "--pretrained_model_name_or_path; a Chroma LoRA trained there loads into the same ChromaPipeline."
+    )
+
+
+class ChromaPrecision(Fp32VaePrecision):
+    """The transformer and T5 in the run's weight dtype, the VAE in fp32; ``distilled_guidance_layer`` (the network
+    that computes every block's modulation from the timestep) stays out of ``--quantize_base``, as SD.Next keeps it out
+    of its quantization: an error there shifts and scales every block at once."""
+
+    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+        """The modulation network and the in/out projections (the per-token embedders of image and caption)."""
+        return ["distilled_guidance_layer", "x_embedder", "context_embedder", "proj_out"]
+
+
+class ChromaModel(KitModel):
+    """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and T5 in the
+    run's weight dtype, the VAE in fp32."""
+
+    def validate_config(self, cfg: TrainConfig) -> None:
+        """Not Chroma1-Flash; a diffusers ChromaPipeline folder of safetensors whose tokenizer loads, at a size the
+        pipeline takes."""
+        refuse_flash(cfg)
+        self.check_folder(cfg)
+        check_resolution(cfg.data.resolution)
+
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
+        """:func:`chroma_components` of the loaded parts."""
+        return chroma_components(loaded)
+
+
+def chroma_components(loaded: LoadedParts, state: ChromaRun | None = None) -> Components:
+    """The components of ``loaded`` (from the folder, or on the meta device for a plan) with what the checkpoint is
+    in the run's :class:`ChromaRun` (``state``: a plan's, with its text settings)."""
+    return (state or ChromaRun()).components(loaded)
+
+
+#: Chroma's pipeline folder, as the kit's loader reads it: T5-XXL (its hidden states, computed with the caption mask)
+#: with its tokenizer; the VAE in fp32 (the latents are cached once from it)
+PARTS = PipelineParts(
+    kind="Chroma",
+    example_id="lodestones/Chroma1-HD",
+    transformer="ChromaTransformer2DModel",
+    vae="AutoencoderKL",
+    text_encoders=(TextEncoder("T5EncoderModel"),),
+    precision=ChromaPrecision(),
+)
+
+
+def build_demo(cfg: TrainConfig) -> None:
+    """``FamilySpec.demo``'s model: the tiny random ChromaPipeline (``demo.py``)."""
+    tiny_chroma.build_tiny_chroma_pipeline(cfg.model.path, seed=0)
+
+
+#: ``FamilySpec.demo``: the tiny Chroma and the shapes, ``--resolution`` checked first
+DEMO = ShapesDemo(build_demo, check=lambda cfg: check_resolution(cfg.data.resolution))

@@ -1,0 +1,73 @@
+"""Chroma (diffusers ``ChromaTransformer2DModel`` / ``ChromaPipeline``; lodestones' Chroma1-HD and Chroma1-Base, an
+8.9B FLUX.1 [schnell] derivative, Apache-2.0): its :class:`~dit_lora.contract.spec.FamilySpec`.
+
+The components live beside this file, one module each: ``model.py`` (checks, loading, precision, buckets, demo),
+``encoders.py`` (the FLUX VAE's shifted and scaled latents, T5's hidden states and the boolean caption mask through
+the pipeline's own ``encode_prompt``), ``loss.py`` (rectified flow with the pipeline's shift, no guidance embedding,
+the mask over caption and image tokens; checkpointing that keeps the mask), ``samples.py``, ``plan.py``,
+``adapter.py`` (the model card); what a run decides is its ``ChromaRun`` (``state.py``). Precision: transformer and
+T5 in bf16, the VAE in fp32, the modulation network kept out of ``--quantize_base``. Fused kernels: no block of its
+own is patched; the generic points patch its q/k ``RMSNorm``s and ``LayerNorm``s.
+"""
+
+from __future__ import annotations
+
+from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.families.chroma.adapter import ChromaCard
+from dit_lora.families.chroma.encoders import ChromaEncoders
+from dit_lora.families.chroma.loss import ChromaLoss, ChromaTrainables
+from dit_lora.families.chroma.model import DEMO, PARTS, ChromaModel
+from dit_lora.families.chroma.plan import ChromaPlan
+from dit_lora.families.chroma.samples import ChromaSamples
+from dit_lora.families.chroma.state import run_state
+from dit_lora.families.diffusion.adapter import KitAdapter
+from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.packed import BUCKETS
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
+
+#: what the model card, the loader and the levers say about Chroma
+INFO = FamilyInfo(
+    pipeline_class_name="ChromaPipeline",
+    card_tags=("text-to-image", "diffusers", "chroma", "diffusers-training"),
+    # FLUX.1's default in diffusers' train_dreambooth_lora_flux.py (the same attention and feed-forward names; the
+    # single blocks get LoRA on their attn.to_q/k/v)
+    default_lora_layers=(
+        "to_k",
+        "to_q",
+        "to_v",
+        "to_out.0",
+        "add_k_proj",
+        "add_q_proj",
+        "add_v_proj",
+        "to_add_out",
+        "ff.net.0.proj",
+        "ff.net.2",
+        "ff_context.net.0.proj",
+        "ff_context.net.2",
+    ),  # fmt: skip
+    text_encoder_label="T5-XXL",
+    # the 8.9B model's step at 1024 px is FLUX.1's size: on by default, as for FLUX.1
+    gradient_checkpointing_default=True,
+    block_lists=("transformer_blocks", "single_transformer_blocks"),
+)
+
+
+def chroma_spec(name: str = "chroma") -> FamilySpec:
+    """A new Chroma spec: Chroma1-HD and Chroma1-Base (and the tiny random variant of the tests)."""
+    encoders = ChromaEncoders()
+    return diffusion_spec(
+        name,
+        INFO,
+        model=ChromaModel(INFO, PARTS),
+        encoders=encoders,
+        loss=ChromaLoss,
+        samples=ChromaSamples,
+        plan=ChromaPlan,
+        adapter=KitAdapter(INFO),
+        image_buckets=BUCKETS,
+        card=ChromaCard(INFO),
+        setup=TextSettingsSetup(encoders, run_state),
+        trainables=ChromaTrainables(),
+        # no defaults: the transformer config carries no trained size (the catalogue's entry does)
+        demo=DEMO,
+    )

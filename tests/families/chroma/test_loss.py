@@ -1,0 +1,110 @@
+"""Chroma's loss, written out by hand from diffusers' FLUX training script with the pipeline's dynamic shift: the
+packed noisy latents, sigma as the timestep, no guidance, the zero caption ids and the image ids, the caption's
+boolean mask followed by ones for the image tokens, the weighted MSE against ``eps - x0``. And the checkpointed
+transformer's step equal to the unchecked one (diffusers' own checkpointing drops the single blocks' mask)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from diffusers import FluxPipeline
+from diffusers.pipelines.flux.pipeline_flux import calculate_shift
+from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
+
+from dit_lora.config import TrainConfig
+from dit_lora.contract.family import Components
+from dit_lora.families.chroma.state import ChromaRun
+from dit_lora.registry import get_family
+
+SCHEDULER = {"base_image_seq_len": 256, "base_shift": 0.5, "max_image_seq_len": 4096, "max_shift": 1.15,
+             "shift": 3.0, "use_dynamic_shifting": True}
+
+
+class Recorder:
+    """A denoiser that records its keyword arguments and returns a simple function of its input."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, **kwargs):
+        self.calls.append(kwargs)
+        return (kwargs["hidden_states"] * 0.5 + 0.1,)
+
+
+def _batch(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    mask = torch.arange(10).expand(3, 10) <= torch.tensor([[3], [9], [0]])
+    return {"latents": torch.randn(3, 4, 6, 8, generator=gen), "prompt_embeds": torch.randn(3, 10, 12, generator=gen),
+            "prompt_attention_mask": mask}
+
+
+@pytest.mark.parametrize("scheme, shift", [("none", None), ("logit_normal", None), ("none", 3.0)])
+def test_loss_is_the_hand_computed_flow_matching_loss(scheme, shift):
+    batch, denoiser = _batch(), Recorder()
+    comps = Components(model=None, scheduler=None, state=ChromaRun(scheduler_config=SCHEDULER))
+    cfg = TrainConfig.for_family("chroma", pretrained_model_name_or_path="m", weighting_scheme=scheme,
+                                 chroma_shift=shift)
+    loss = get_family("chroma").loss.compute_loss(comps, denoiser, batch, torch.Generator().manual_seed(5), cfg)
+    latents = batch["latents"]
+    gen = torch.Generator().manual_seed(5)
+    noise = torch.randn(latents.shape, generator=gen)
+    u = compute_density_for_timestep_sampling(scheme, 3, logit_mean=0.0, logit_std=1.0, mode_scale=1.29, generator=gen)
+    s = shift if shift is not None else math.exp(calculate_shift(3 * 4))  # 12 packed tokens
+    sigmas = s * u / (1 + (s - 1) * u)
+    noisy = (1 - sigmas.view(-1, 1, 1, 1)) * latents + sigmas.view(-1, 1, 1, 1) * noise
+    packed = FluxPipeline._pack_latents(noisy, 3, 4, 6, 8)
+    pred = FluxPipeline._unpack_latents(packed * 0.5 + 0.1, 6 * 8, 8 * 8, 8)
+    weighting = compute_loss_weighting_for_sd3(scheme, sigmas=sigmas)
+    expected = (weighting * ((pred - (noise - latents)) ** 2).flatten(1).mean(1)).mean()
+    torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-7)
+    (call,) = denoiser.calls
+    torch.testing.assert_close(call["hidden_states"], packed)
+    torch.testing.assert_close(call["timestep"], sigmas)  # the transformer multiplies by 1000 itself
+    assert "guidance" not in call and "pooled_projections" not in call
+    assert torch.equal(call["img_ids"], FluxPipeline._prepare_latent_image_ids(3, 3, 4, "cpu", torch.float32))
+    assert torch.equal(call["txt_ids"], torch.zeros(10, 3))
+    mask = call["attention_mask"]
+    assert mask.dtype == torch.bool and mask.shape == (3, 10 + 12)
+    assert torch.equal(mask[:, :10], batch["prompt_attention_mask"]) and bool(mask[:, 10:].all())
+
+
+def _step(checkpointing: str, batch, model):
+    """The loss and the LoRA gradients of one step of ``model`` (a fresh copy) under ``checkpointing``: "off",
+    "family" (Chroma's trainables) or "diffusers" (diffusers' own switch)."""
+    import copy
+
+    model = copy.deepcopy(model)
+    if checkpointing == "family":
+        get_family("chroma").trainables.enable_gradient_checkpointing(model)
+    elif checkpointing == "diffusers":
+        model.enable_gradient_checkpointing()
+    model.train()
+    comps = Components(model=model, scheduler=None, state=ChromaRun(scheduler_config=SCHEDULER))
+    cfg = TrainConfig.for_family("chroma", pretrained_model_name_or_path="m")
+    loss = get_family("chroma").loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(1), cfg)
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+
+def test_checkpointing_keeps_the_single_blocks_mask():
+    """With Chroma's checkpointing the step is the unchecked step, bit for bit; diffusers' own switch would drop the
+    mask in the single blocks and train another model (the test would catch a diffusers release that fixes it)."""
+    from diffusers import ChromaTransformer2DModel
+    from peft import LoraConfig
+
+    from dit_lora.families.chroma.demo import DEMO
+
+    torch.manual_seed(0)
+    config = {k: v for k, v in DEMO.read().variant("hd")["transformer"].items() if k != "why"}
+    model = ChromaTransformer2DModel(**config)
+    model.add_adapter(LoraConfig(r=4, lora_alpha=4, init_lora_weights="gaussian",
+                                 target_modules=["to_q", "to_k", "to_v", "proj_mlp"]))
+    gen = torch.Generator().manual_seed(3)
+    mask = torch.arange(8).expand(2, 8) <= torch.tensor([[2], [5]])
+    batch = {"latents": torch.randn(2, 4, 4, 4, generator=gen), "prompt_embeds": torch.randn(2, 8, 32, generator=gen),
+             "prompt_attention_mask": mask}
+    plain, family, upstream = (_step(mode, batch, model) for mode in ("off", "family", "diffusers"))
+    assert torch.equal(plain[0], family[0]) and all(torch.equal(a, b) for a, b in zip(plain[1], family[1]))
+    assert not torch.equal(plain[0], upstream[0])

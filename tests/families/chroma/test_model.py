@@ -1,0 +1,34 @@
+"""Chroma's model checks and precision: Chroma1-Flash (step-distilled) refused by its Hub id in one paragraph; the
+modulation network and the per-token projections kept out of --quantize_base; a size the pipeline cannot take refused."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_chroma1_flash_is_refused_in_one_paragraph(tiny_chroma, tmp_path):
+    from dit_lora.config import TrainConfig
+    from dit_lora.core.errors import UserError
+    from dit_lora.registry import get_spec
+
+    model = get_spec("chroma").model
+    cfg = TrainConfig.for_family("chroma", pretrained_model_name_or_path="lodestones/Chroma1-Flash",
+                                 train_data_dir=str(tmp_path))
+    with pytest.raises(UserError) as refused:
+        model.validate_config(cfg)
+    text = str(refused.value)
+    assert "Chroma1-Flash" in text and "lodestones/Chroma1-HD" in text and "\n" not in text
+    model.validate_config(TrainConfig.for_family("chroma", pretrained_model_name_or_path=str(tiny_chroma),
+                                                 train_data_dir=str(tmp_path)))  # the demo passes
+    with pytest.raises(UserError, match="divisible by 16"):
+        model.validate_config(TrainConfig.for_family("chroma", pretrained_model_name_or_path=str(tiny_chroma),
+                                                     train_data_dir=str(tmp_path), resolution=72))
+
+
+def test_the_modulation_network_stays_out_of_quantization():
+    from dit_lora.config import TrainConfig
+    from dit_lora.contract.spec import quantize_skip_modules
+    from dit_lora.registry import get_spec
+
+    skipped = quantize_skip_modules(get_spec("chroma"), TrainConfig.for_family("chroma"))
+    assert "distilled_guidance_layer" in skipped and "x_embedder" in skipped and "context_embedder" in skipped
