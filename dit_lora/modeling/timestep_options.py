@@ -3,7 +3,8 @@
 A family's options inherit the groups it uses: Sana the whole :class:`FlowMatchingOptions`; CogVideoX, Wan and Z-Image
 :class:`TimestepSamplingOptions` (``--timestep_sampling uniform|logit_normal``); Wan and Z-Image :class:`FlowShiftOptions`
 (``--flow_shift``); the image-to-video families :class:`ConditioningImageOptions`; Sana and SANA-Video
-:class:`CaptionInstructionOptions` (their pipelines' complex human instruction). A flag has one owner, so a group two families share lives here.
+:class:`CaptionInstructionOptions` (their pipelines' complex human instruction); Sana and Chroma :class:`TextPaddingOptions`
+(``--trim_text_padding``). A flag has one owner, so a group two families share lives here.
 """
 
 from __future__ import annotations
@@ -102,6 +103,20 @@ class FlowShiftOptions(FamilyOptions):
         section="flow matching",
         resume="fixed",
         valid=POSITIVE,
+    )
+
+
+@dataclass(frozen=True)
+class TextPaddingOptions(FamilyOptions):
+    """Cutting the caption padding no cached caption reaches (Sana, Chroma: their attention masks it)."""
+
+    trim_text_padding: bool = opt(
+        True,
+        "Cut the caption padding that no cached caption reaches (the attention masks it in every sample) from "
+        "every batch, once per run from the latent cache: the same function over fewer keys, up to float rounding. "
+        "Only with --cache_latents; false keeps all --max_sequence_length tokens.",
+        section="captions",
+        resume="free",
     )
 
 

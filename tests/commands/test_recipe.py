@@ -56,7 +56,7 @@ def test_a_recipe_refuses_another_entry_s_family_before_checking_options(tmp_pat
 
 def test_an_unknown_family_is_one_paragraph_with_a_suggestion(tmp_path):
     for recipe in ("sana", None):
-        with pytest.raises(UserError, match=r"is `cogvidex`, which is not one of cogvideox, .*Did you mean `cogvideox"):
+        with pytest.raises(UserError, match=r"is `cogvidex`, which is not one of chroma, cogvideox, .*Did you mean `cogvideox"):
             parse_run(_args(tmp_path, "--family", "cogvidex"), recipe)
 
 
@@ -87,7 +87,7 @@ def test_dit_lora_train_stops_when_nothing_names_the_family(tmp_path):
                        (tmp_path / "vc2.jsonl", "VideoChat2/chat annotations")):
         with pytest.raises(UserError, match=rf"holds video-LLM data \({what}.*--pretrained_model_name_or_path"):
             parse_run(["--train_data_dir", str(data), "--dataset_info_name", "x"])
-    with pytest.raises(UserError, match=r"needs to know which model family it trains: pass --family \(cogvideox, .*"
+    with pytest.raises(UserError, match=r"needs to know which model family it trains: pass --family \(chroma, cogvideox, .*"
                                         r"`dit-lora train --family NAME --help`"):
         choose_family()(TrainConfig())
 

@@ -1,9 +1,10 @@
-"""FLUX.1 [dev]'s checkpoint folder laid out as the Hub has it, built offline from the catalogue's configs
-(``dit_lora/families/flux/catalogue.json``), in the manner of ``flux2_layout.py``: every published config; the
-transformer at its real widths and heads (3072 wide, 24 heads, ``joint_attention_dim`` 4096, pooled 768, the guidance
-embedding) cut to one double and one single block, in bf16; the VAE with its published 16 latent channels, scale and
-shift but 32-channel stages and one layer each (fp32); CLIP-L (768 wide) and T5-XXL (4096 wide) at one layer each,
-their vocabularies the local tokenizers' (bf16); CLIP's and T5's tokenizers trained locally on the demo words."""
+"""FLUX.1 [dev]'s and Chroma1-HD's checkpoint folders laid out as the Hub has them, built offline from the catalogue's
+configs (``dit_lora/families/flux/catalogue.json``, ``families/chroma/catalogue.json``), in the manner of
+``flux2_layout.py``: every published config; the transformer at its real widths and heads (3072 wide, 24 heads,
+``joint_attention_dim`` 4096; FLUX.1's pooled 768 and guidance embedding, Chroma's modulation network) cut to one
+double and one single block, in bf16; the VAE with its published 16 latent channels, scale and shift but 32-channel
+stages and one layer each (fp32); CLIP-L (768 wide, FLUX.1's) and T5-XXL (4096 wide) at one layer each, their
+vocabularies the local tokenizers' (bf16); the tokenizers trained locally on the demo words."""
 
 from __future__ import annotations
 
@@ -15,33 +16,61 @@ from real_layout import _built_in, write_configs
 from dit_lora.catalogue import by_hub_id
 
 DEV = "black-forest-labs/FLUX.1-dev"
+CHROMA_HD = "lodestones/Chroma1-HD"
 
 
 def dev_pipeline(root: Path) -> Path:
     """FLUX.1 [dev]'s repo as the Hub lays it out (see the module docstring)."""
-    from diffusers import AutoencoderKL, FluxTransformer2DModel
-    from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
+    from diffusers import FluxTransformer2DModel
+    from transformers import CLIPTextConfig, CLIPTextModel
 
-    from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer
     from dit_lora.families.flux.demo import build_clip_tokenizer
 
-    entry = by_hub_id(DEV)
-    folder = write_configs(DEV, root / "FLUX.1-dev")
+    folder = _layout(DEV, root / "FLUX.1-dev", FluxTransformer2DModel)
+    _text_encoder(folder, DEV, "text_encoder", "tokenizer", build_clip_tokenizer(), CLIPTextModel, CLIPTextConfig)
+    _t5(folder, DEV, "text_encoder_2", "tokenizer_2")
+    return folder
+
+
+def chroma_pipeline(root: Path) -> Path:
+    """Chroma1-HD's repo as the Hub lays it out (see the module docstring)."""
+    from diffusers import ChromaTransformer2DModel
+
+    folder = _layout(CHROMA_HD, root / "Chroma1-HD", ChromaTransformer2DModel)
+    _t5(folder, CHROMA_HD, "text_encoder", "tokenizer")
+    return folder
+
+
+def _layout(hub_id: str, folder: Path, transformer_class) -> Path:
+    """``hub_id``'s configs in ``folder``, its transformer at one double and one single block, its narrow VAE."""
+    from diffusers import AutoencoderKL
+
+    entry = by_hub_id(hub_id)
+    folder = write_configs(hub_id, folder)
     config = {**entry.configs["transformer/config.json"], "num_layers": 1, "num_single_layers": 1}
-    _built_in(torch.bfloat16, 0, lambda: FluxTransformer2DModel.from_config(config)).save_pretrained(
-        folder / "transformer")
+    _built_in(torch.bfloat16, 0, lambda: transformer_class.from_config(config)).save_pretrained(folder / "transformer")
     narrow = {"block_out_channels": [32, 32, 32, 32], "layers_per_block": 1, "norm_num_groups": 32}
     AutoencoderKL.from_config({**entry.configs["vae/config.json"], **narrow}).save_pretrained(folder / "vae")
-    clip_tokenizer, t5_tokenizer = build_clip_tokenizer(), build_tiny_t5_tokenizer()
-    clip_tokenizer.save_pretrained(folder / "tokenizer")
-    t5_tokenizer.save_pretrained(folder / "tokenizer_2")
-    for sub, tokenizer, model, config_class in (("text_encoder", clip_tokenizer, CLIPTextModel, CLIPTextConfig),
-                                                 ("text_encoder_2", t5_tokenizer, T5EncoderModel, T5Config)):
-        values = {k: v for k, v in entry.configs[f"{sub}/config.json"].items() if k not in ("architectures", "model_type")}
-        depth = "num_hidden_layers" if sub == "text_encoder" else "num_layers"
-        ids = {"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
-        if sub == "text_encoder":
-            ids["bos_token_id"] = tokenizer.bos_token_id
-        values.update({depth: 1, "vocab_size": -(-len(tokenizer) // 64) * 64, **ids})
-        _built_in(torch.bfloat16, 1, lambda: model(config_class(**values))).save_pretrained(folder / sub)
     return folder
+
+
+def _t5(folder: Path, hub_id: str, sub: str, tokenizer_sub: str) -> None:
+    """T5-XXL's encoder at one layer and the local T5 tokenizer, in ``sub`` and ``tokenizer_sub``."""
+    from transformers import T5Config, T5EncoderModel
+
+    from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer
+
+    _text_encoder(folder, hub_id, sub, tokenizer_sub, build_tiny_t5_tokenizer(), T5EncoderModel, T5Config)
+
+
+def _text_encoder(folder: Path, hub_id: str, sub: str, tokenizer_sub: str, tokenizer, model, config_class) -> None:
+    """``hub_id``'s ``sub`` text encoder at one layer, its vocabulary ``tokenizer``'s, saved with it (bf16)."""
+    tokenizer.save_pretrained(folder / tokenizer_sub)
+    values = {k: v for k, v in by_hub_id(hub_id).configs[f"{sub}/config.json"].items()
+              if k not in ("architectures", "model_type")}
+    depth = "num_hidden_layers" if model.__name__ == "CLIPTextModel" else "num_layers"
+    ids = {"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
+    if model.__name__ == "CLIPTextModel":
+        ids["bos_token_id"] = tokenizer.bos_token_id
+    values.update({depth: 1, "vocab_size": -(-len(tokenizer) // 64) * 64, **ids})
+    _built_in(torch.bfloat16, 1, lambda: model(config_class(**values))).save_pretrained(folder / sub)

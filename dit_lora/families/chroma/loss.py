@@ -3,22 +3,23 @@ no guidance embedding, so none is fed) on the latents packed 2x2 into tokens as 
 mask extended over the image tokens as ``ChromaPipeline._prepare_attention_mask`` extends it; ``--chroma_shift``
 fixes the shift (uniform ``--weighting_scheme none`` by default).
 
-Activation checkpointing: diffusers' ``ChromaTransformer2DModel.forward`` calls its checkpointed single blocks
-without the attention mask (the mask reaches them only when they run unchecked), so a run with checkpointing on would
-train another model than one without. :class:`ChromaTrainables` checkpoints through a function that hands the single
-blocks the mask the model was called with."""
+The mask reaches the checkpointed single blocks through ``model.py``'s :class:`ChromaTrainables` (diffusers' own
+checkpointing calls them without it)."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.utils.checkpoint import checkpoint
 
+from dit_lora.contract.family import Components
+from dit_lora.data.text_padding import cut_text_padding
 from dit_lora.families.chroma.state import ChromaRun
-from dit_lora.families.diffusion.components import DiffusionTrainables
 from dit_lora.families.diffusion.guided_flow import GuidedFlowLoss
 from dit_lora.families.diffusion.packed import latent_ids, pack, unpack
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def transformer_mask(caption_mask: torch.Tensor, image_tokens: int) -> torch.Tensor:
@@ -29,9 +30,17 @@ def transformer_mask(caption_mask: torch.Tensor, image_tokens: int) -> torch.Ten
 
 
 class ChromaLoss(GuidedFlowLoss):
-    """``FamilySpec.loss``: the kit's flow loss through Chroma's transformer."""
+    """``FamilySpec.loss``: the kit's flow loss through Chroma's transformer, each batch's captions cut to the tokens
+    the cached captions use (``--trim_text_padding``; exact: the cut tokens are masked as keys for every token, and
+    every text token's position id is zero)."""
 
     state, shift_option, guidance_option = ChromaRun, "chroma_shift", ""
+
+    def compute_loss(self, comps: Components, model, batch: dict[str, Any], generator, cfg: TrainConfig):
+        """The kit's loss on the batch with its caption padding cut."""
+        cut = cut_text_padding(batch["prompt_embeds"], batch["prompt_attention_mask"], self.state.of(comps).text_tokens)
+        trimmed = {**batch, "prompt_embeds": cut[0], "prompt_attention_mask": cut[1]}
+        return super().compute_loss(comps, model, trimmed, generator, cfg)
 
     def image_tokens(self, latents: torch.Tensor) -> int:
         """One token per 2x2 patch."""
@@ -52,26 +61,3 @@ class ChromaLoss(GuidedFlowLoss):
             return_dict=False,
         )[0]
         return unpack(pred, height, width)
-
-
-class ChromaTrainables(DiffusionTrainables):
-    """``FamilySpec.trainables``: the kit's, checkpointing so that every block sees the attention mask."""
-
-    def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
-        """Diffusers' switch with a checkpoint function that passes the single blocks the mask the model's forward
-        was called with (a forward pre-hook holds it for the step)."""
-        from diffusers.models.transformers.transformer_chroma import ChromaSingleTransformerBlock
-
-        held: dict[str, torch.Tensor | None] = {"mask": None}
-
-        def hold_mask(module, args, kwargs) -> None:
-            held["mask"] = kwargs.get("attention_mask")
-
-        def checkpointed(block, *args):
-            # diffusers calls a checkpointed single block with (hidden_states, temb, rotary): the mask is next
-            if isinstance(block, ChromaSingleTransformerBlock) and len(args) == 3:
-                args = (*args, held["mask"])
-            return checkpoint(block.__call__, *args, use_reentrant=False)
-
-        model.register_forward_pre_hook(hold_mask, with_kwargs=True)
-        cast(Any, model).enable_gradient_checkpointing(checkpointed)  # a diffusers ModelMixin's method

@@ -1,18 +1,25 @@
 """Chroma's model component and what is read from its small config files before anything loads: the config checks,
-its precision policy (the modulation network kept out of ``--quantize_base``), its buckets and ``--demo``."""
+its precision policy (the modulation network kept out of ``--quantize_base``), its buckets and ``--demo``; and how it
+checkpoints (:class:`ChromaTrainables`).
+
+Activation checkpointing: diffusers' ``ChromaTransformer2DModel.forward`` calls its checkpointed single blocks without
+the attention mask (the mask reaches them only when they run unchecked), so a run with checkpointing on would train
+another model than one without. :class:`ChromaTrainables` checkpoints through a function that hands the single blocks
+the mask the model was called with."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.chroma import demo as tiny_chroma  # looked up at call time: tests stand in the model build
 from dit_lora.families.chroma.state import ChromaRun
 from dit_lora.families.diffusion import packed
-from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
+from dit_lora.families.diffusion.components import DiffusionTrainables, Fp32VaePrecision, ShapesDemo
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 
 if TYPE_CHECKING:
@@ -88,3 +95,26 @@ def build_demo(cfg: TrainConfig) -> None:
 
 #: ``FamilySpec.demo``: the tiny Chroma and the shapes, ``--resolution`` checked first
 DEMO = ShapesDemo(build_demo, check=lambda cfg: check_resolution(cfg.data.resolution))
+
+
+class ChromaTrainables(DiffusionTrainables):
+    """``FamilySpec.trainables``: the kit's, checkpointing so that every block sees the attention mask."""
+
+    def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
+        """Diffusers' switch with a checkpoint function that passes the single blocks the mask the model's forward
+        was called with (a forward pre-hook holds it for the step)."""
+        from diffusers.models.transformers.transformer_chroma import ChromaSingleTransformerBlock
+
+        held: dict[str, torch.Tensor | None] = {"mask": None}
+
+        def hold_mask(module, args, kwargs) -> None:
+            held["mask"] = kwargs.get("attention_mask")
+
+        def checkpointed(block, *args):
+            # diffusers calls a checkpointed single block with (hidden_states, temb, rotary): the mask is next
+            if isinstance(block, ChromaSingleTransformerBlock) and len(args) == 3:
+                args = (*args, held["mask"])
+            return checkpoint(block.__call__, *args, use_reentrant=False)
+
+        model.register_forward_pre_hook(hold_mask, with_kwargs=True)
+        cast(Any, model).enable_gradient_checkpointing(checkpointed)  # a diffusers ModelMixin's method

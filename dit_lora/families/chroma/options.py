@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dit_lora.config.schema import POSITIVE, opt
-from dit_lora.modeling.timestep_options import FlowMatchingOptions
+from dit_lora.modeling.timestep_options import FlowMatchingOptions, TextPaddingOptions
 
 
 @dataclass(frozen=True)
-class ChromaOptions(FlowMatchingOptions):
+class ChromaOptions(FlowMatchingOptions, TextPaddingOptions):
     """Options only Chroma reads (``--weighting_scheme``, ``--logit_mean``/``--logit_std``, ``--mode_scale`` come from
-    the shared flow-matching group)."""
+    the shared flow-matching group, ``--trim_text_padding`` from the caption padding group)."""
 
     TITLE = "chroma options (--family chroma)"
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.chroma.adapter import ChromaCard
-from dit_lora.families.chroma.encoders import ChromaEncoders
-from dit_lora.families.chroma.loss import ChromaLoss, ChromaTrainables
-from dit_lora.families.chroma.model import DEMO, PARTS, ChromaModel
+from dit_lora.families.chroma.encoders import ChromaEncoders, max_sequence_length
+from dit_lora.families.chroma.loss import ChromaLoss
+from dit_lora.families.chroma.model import DEMO, PARTS, ChromaModel, ChromaTrainables
 from dit_lora.families.chroma.plan import ChromaPlan
 from dit_lora.families.chroma.samples import ChromaSamples
 from dit_lora.families.chroma.state import run_state
@@ -24,6 +24,7 @@ from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.diffusion.packed import BUCKETS
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
+from dit_lora.families.diffusion.text_padding import TrimmedTextData
 
 #: what the model card, the loader and the levers say about Chroma
 INFO = FamilyInfo(
@@ -68,6 +69,7 @@ def chroma_spec(name: str = "chroma") -> FamilySpec:
         card=ChromaCard(INFO),
         setup=TextSettingsSetup(encoders, run_state),
         trainables=ChromaTrainables(),
+        data=TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding"),
         # no defaults: the transformer config carries no trained size (the catalogue's entry does)
         demo=DEMO,
     )

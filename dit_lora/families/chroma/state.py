@@ -13,6 +13,8 @@ class ChromaRun(GuidedFlowRun):
     caption length); Chroma's transformer has no guidance embedding."""
 
     guidance_embeds: bool = False
+    #: the caption tokens any cached caption uses (``--trim_text_padding``): every batch is cut to them; None: all
+    text_tokens: int | None = None
 
 
 #: ``comps.state``, an empty :class:`ChromaRun` put there first for components built by hand (tests).

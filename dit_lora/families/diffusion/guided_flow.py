@@ -54,7 +54,7 @@ class GuidedFlowRun(FlowRun):
         checkpoint's scheduler config and guidance embedding recorded in it, the training scheduler built from
         the config."""
         self.scheduler_config = loaded.scheduler_config
-        self.guidance_embeds = bool(loaded.transformer.config.get("guidance_embeds", False))
+        self.guidance_embeds = bool(getattr(loaded.transformer.config, "guidance_embeds", False))
         return loaded.components(training_scheduler(loaded.scheduler_config), self)
 
 

@@ -19,8 +19,8 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.data.text_padding import cut_text_padding
-from dit_lora.families.diffusion.components import DiffusionData, DiffusionLoss, prepare_and_release
-from dit_lora.families.diffusion.text_padding import cached_text_length
+from dit_lora.families.diffusion.components import DiffusionLoss
+from dit_lora.families.diffusion.text_padding import TrimmedTextData
 from dit_lora.families.qwenimage.encoders import max_sequence_length
 from dit_lora.families.qwenimage.shift import image_seq_len, shift_factor, shifted_sigmas
 from dit_lora.families.qwenimage.state import run_state
@@ -97,11 +97,13 @@ class QwenImageLoss(DiffusionLoss):
         return packed, [[(1, height // 2, width // 2)]] * packed.shape[0]
 
 
-class QwenImageData(DiffusionData):
+class QwenImageData(TrimmedTextData):
     """``FamilySpec.data``: the standard image data (an Edit model's: each sample with its control images,
-    ``edit_data.EditMedia``), then (cached) the caption length every batch is cut to."""
+    ``edit_data.EditMedia``), then (cached) the caption length every batch is cut to (the kit's
+    :class:`~dit_lora.families.diffusion.text_padding.TrimmedTextData`)."""
 
     def __init__(self, edit: str | None = None) -> None:
+        super().__init__(max_sequence_length, run_state, mask_key=MASK_KEY)
         self.edit = edit  # None (text-to-image), "edit" or "edit_plus"
 
     def data_handler(self, cfg: TrainConfig, spec):
@@ -112,11 +114,3 @@ class QwenImageData(DiffusionData):
         from dit_lora.families.qwenimage.edit_data import EditMedia
 
         return EditMedia(cfg, spec, single=self.edit == "edit")
-
-    def build_data(self, cfg: TrainConfig, spec, comps: Components, accelerator):
-        """The data, and the caption tokens any cached caption uses (said once when it cuts)."""
-        data = prepare_and_release(cfg, spec, comps, accelerator)
-        run_state(comps).text_tokens = cached_text_length(
-            data, max_sequence_length(cfg), accelerator, mask_key=MASK_KEY
-        )
-        return data

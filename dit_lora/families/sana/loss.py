@@ -1,7 +1,7 @@
 """Sana's loss (rectified flow: x_t = (1 - sigma) x0 + sigma eps, target eps - x0, with the timestep density and loss
-weighting of ``diffusers.training_utils`` and the flow shift read from the checkpoint's scheduler config), and its
-data stage, which measures once how many caption tokens the cached captions use so the loss cuts every batch to
-them (``--trim_text_padding``)."""
+weighting of ``diffusers.training_utils`` and the flow shift read from the checkpoint's scheduler config), every
+batch cut to the caption tokens the cached captions use (``--trim_text_padding``: the kit's
+:class:`~dit_lora.families.diffusion.text_padding.TrimmedTextData` measures them once)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.data.text_padding import cut_text_padding
-from dit_lora.families.diffusion.components import (
-    DiffusionData,
-    DiffusionLoss,
-    prepare_and_release,
-)
-from dit_lora.families.diffusion.text_padding import cached_text_length
-from dit_lora.families.sana.encoders import max_sequence_length
+from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.sana.state import run_state, tables
 from dit_lora.modeling.flow_matching import (
     draw,
@@ -67,20 +61,3 @@ class SanaLoss(DiffusionLoss):
         target = velocity_target(latents, drawn.noise)
         weighting = loss_weighting(options.weighting_scheme, drawn.sigmas)
         return weighted_or_masked_mse(pred, target, weighting, batch, cfg)  # --masked_loss: per latent pixel
-
-
-class SanaData(DiffusionData):
-    """``FamilySpec.data``: the standard image data, then (cached, ``--trim_text_padding``) the caption length every
-    batch is cut to, recorded in the run's :class:`~dit_lora.families.sana.state.SanaRun`."""
-
-    def build_data(self, cfg: TrainConfig, spec, comps: Components, accelerator):
-        """The data, and the caption tokens any cached caption uses (said once when it cuts)."""
-        data = prepare_and_release(cfg, spec, comps, accelerator)
-        run_state(comps).text_tokens = cached_text_length(
-            data,
-            max_sequence_length(cfg),
-            accelerator,
-            enabled=cfg.family_options.trim_text_padding,
-            keep_flag="--trim_text_padding",
-        )
-        return data

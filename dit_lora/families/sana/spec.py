@@ -13,10 +13,11 @@ from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
+from dit_lora.families.diffusion.text_padding import TrimmedTextData
 from dit_lora.families.sana.adapter import SANA_VAE, SanaCard
-from dit_lora.families.sana.encoders import SanaEncoders
+from dit_lora.families.sana.encoders import SanaEncoders, max_sequence_length
 from dit_lora.families.sana.kernels import patch_points
-from dit_lora.families.sana.loss import SanaData, SanaLoss
+from dit_lora.families.sana.loss import SanaLoss
 from dit_lora.families.sana.model import DEMO, PARTS, SanaBuckets, SanaDefaults, SanaModel, SanaNotes
 from dit_lora.families.sana.plan import SanaPlan
 from dit_lora.families.sana.samples import SanaSamples
@@ -43,7 +44,7 @@ def sana_spec(name: str = "sana") -> FamilySpec:
         loss=SanaLoss,
         samples=SanaSamples,
         plan=SanaPlan,
-        data=SanaData(),
+        data=TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding"),
         adapter=KitAdapter(INFO, fp32_vae=SANA_VAE),
         image_buckets=SanaBuckets(),
         kernels=PatchPoints(patch_points),

@@ -108,3 +108,34 @@ def test_checkpointing_keeps_the_single_blocks_mask():
     plain, family, upstream = (_step(mode, batch, model) for mode in ("off", "family", "diffusers"))
     assert torch.equal(plain[0], family[0]) and all(torch.equal(a, b) for a, b in zip(plain[1], family[1]))
     assert not torch.equal(plain[0], upstream[0])
+
+
+def test_cutting_the_caption_padding_changes_the_loss_only_by_rounding():
+    """``--trim_text_padding``: the tokens past every caption's mask cut from the batch give the same loss and
+    gradients up to float rounding (they are masked as keys for every token; every text token's position is 0)."""
+    from diffusers import ChromaTransformer2DModel
+    from peft import LoraConfig
+
+    from dit_lora.families.chroma.demo import DEMO
+
+    torch.manual_seed(0)
+    config = {k: v for k, v in DEMO.read().variant("hd")["transformer"].items() if k != "why"}
+    model = ChromaTransformer2DModel(**config)
+    model.add_adapter(LoraConfig(r=4, lora_alpha=4, init_lora_weights="gaussian", target_modules=["to_q", "to_v"]))
+    gen = torch.Generator().manual_seed(4)
+    mask = torch.arange(16).expand(2, 16) <= torch.tensor([[2], [5]])
+    batch = {"latents": torch.randn(2, 4, 4, 4, generator=gen), "prompt_embeds": torch.randn(2, 16, 32, generator=gen),
+             "prompt_attention_mask": mask}
+    cfg = TrainConfig.for_family("chroma", pretrained_model_name_or_path="m")
+    results = []
+    for tokens in (None, 8):
+        model.zero_grad()
+        comps = Components(model=model, scheduler=None, state=ChromaRun(scheduler_config=SCHEDULER, text_tokens=tokens))
+        loss = get_family("chroma").loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(1), cfg)
+        loss.backward()
+        results.append((loss.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]))
+    (full, full_grads), (cut, cut_grads) = results
+    torch.testing.assert_close(cut, full, rtol=1e-5, atol=1e-6)
+    for a, b in zip(cut_grads, full_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    assert not torch.equal(batch["prompt_embeds"][:, 8:], torch.zeros(2, 8, 32))  # the cut tokens were not zeros
