@@ -74,3 +74,41 @@ def _text_encoder(folder: Path, hub_id: str, sub: str, tokenizer_sub: str, token
         ids["bos_token_id"] = tokenizer.bos_token_id
     values.update({depth: 1, "vocab_size": -(-len(tokenizer) // 64) * 64, **ids})
     _built_in(torch.bfloat16, 1, lambda: model(config_class(**values))).save_pretrained(folder / sub)
+
+
+def train_from_single_file(model: Path, tmp_path: Path) -> tuple[str, dict, Path]:
+    """``python -m dit_lora train`` without --family on ``model`` (a folder of this module) with its transformer as
+    one file in the original layout behind ComfyUI's prefix, one step at 64 px (the size, caption length and
+    precision the only extra flags: the CPU cannot train 1024 px at 3072 wide in a test); returns the run's printed
+    text (one line), its summary and its output folder."""
+    from flux_single_file import write_bfl_flux_file
+    from helpers import ROOT, read_summary
+    from warm import run_script
+
+    from dit_lora.data.synthetic.shapes import make_shapes_dataset
+    from dit_lora.modelfiles.single_file import COMFY_PREFIX
+
+    file = write_bfl_flux_file(model / "transformer", tmp_path / "transformer.safetensors", COMFY_PREFIX)
+    data = make_shapes_dataset(tmp_path / "data", n=2, size=64, seed=0)
+    out = tmp_path / "out"
+    args = ["train", "--pretrained_model_name_or_path", model, "--transformer_file", file, "--train_data_dir", data,
+            "--output_dir", out, "--max_train_steps", "1", "--report_to", "none", "--mixed_precision", "no",
+            "--resolution", "64", "--max_sequence_length", "16", "--skip_doctor", "true"]
+    proc = run_script(ROOT / "dit_lora" / "__main__.py", args, timeout=600, warm=True)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    text = " ".join(proc.stdout.split())
+    assert "except num_layers 1 (published: 19), num_single_layers 1 (published: 38)" in text
+    assert "memory plan: predicted peak" in text
+    return text, read_summary(out), out
+
+
+def live_lora_modules(pipe, out: Path) -> dict:
+    """The pipeline's transformer's LoRA modules live after loading ``out`` with ``load_lora_weights``: every one of
+    the file's (two tensors each), at scale 1 (alpha folded into lora_B)."""
+    from safetensors.torch import load_file
+
+    pipe.load_lora_weights(out)
+    saved = load_file(str(out / "pytorch_lora_weights.safetensors"))
+    live = {n: m for n, m in pipe.transformer.named_modules() if hasattr(m, "lora_A") and m.active_adapters}
+    assert 2 * len(live) == len(saved) and all(m.scaling[m.active_adapters[0]] == 1.0 for m in live.values())
+    return live

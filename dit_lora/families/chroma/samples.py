@@ -11,10 +11,9 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.chroma.encoders import max_sequence_length
-from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
-from dit_lora.families.diffusion.loader import model_class
-from dit_lora.families.diffusion.packed import decode_packed
-from dit_lora.families.diffusion.sampling import flow_sampler, square_images
+from dit_lora.families.diffusion.components import DiffusionSamples
+from dit_lora.families.diffusion.packed import packed_samples
+from dit_lora.families.diffusion.sampling import square_images
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -32,18 +31,7 @@ class ChromaSamples(DiffusionSamples):
     ) -> list:
         """Images from the in-memory transformer and the validation prompt's embeddings and masks, each repeated per
         image (the pipeline repeats only what it encodes itself), the VAE moved in to decode."""
-        device, copies = next(model.parameters()).device, cfg.validation.num_validation_images
-        with vae_on(comps, device) as vae:
-            pipe: Any = model_class("diffusers", "ChromaPipeline")(
-                scheduler=flow_sampler(comps), vae=vae, transformer=model, text_encoder=None, tokenizer=None
-            )
-            pipe.set_progress_bar_config(disable=True)
-            embeds = {k: cond[k].to(device).repeat_interleave(copies, 0) for k in CONDITIONING}
-            guidance = cfg.validation.validation_guidance_scale
-            tokens: Any = square_images(
-                pipe, cfg, seed, device, output_type="latent", guidance_scale=guidance, **embeds
-            )
-            return decode_packed(pipe, vae, tokens, cfg.data.resolution, cfg.data.resolution)
+        return packed_samples(comps, model, "ChromaPipeline", cond, cfg, seed, keys=CONDITIONING)
 
     def generate_with_pipeline(
         self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None

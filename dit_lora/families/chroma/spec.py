@@ -22,7 +22,7 @@ from dit_lora.families.chroma.samples import ChromaSamples
 from dit_lora.families.chroma.state import run_state
 from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import diffusion_spec
-from dit_lora.families.diffusion.packed import BUCKETS
+from dit_lora.families.diffusion.packed import BUCKETS, LORA_LAYERS
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.diffusion.text_padding import TrimmedTextData
 
@@ -30,22 +30,7 @@ from dit_lora.families.diffusion.text_padding import TrimmedTextData
 INFO = FamilyInfo(
     pipeline_class_name="ChromaPipeline",
     card_tags=("text-to-image", "diffusers", "chroma", "diffusers-training"),
-    # FLUX.1's default in diffusers' train_dreambooth_lora_flux.py (the same attention and feed-forward names; the
-    # single blocks get LoRA on their attn.to_q/k/v)
-    default_lora_layers=(
-        "to_k",
-        "to_q",
-        "to_v",
-        "to_out.0",
-        "add_k_proj",
-        "add_q_proj",
-        "add_v_proj",
-        "to_add_out",
-        "ff.net.0.proj",
-        "ff.net.2",
-        "ff_context.net.0.proj",
-        "ff_context.net.2",
-    ),  # fmt: skip
+    default_lora_layers=LORA_LAYERS,  # diffusers' train_dreambooth_lora_flux.py default
     text_encoder_label="T5-XXL",
     # the 8.9B model's step at 1024 px is FLUX.1's size: on by default, as for FLUX.1
     gradient_checkpointing_default=True,

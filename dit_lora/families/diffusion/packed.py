@@ -1,18 +1,43 @@
 """Black Forest Labs' packed latents, as diffusers' ``FluxPipeline`` lays them out and the families whose transformer
 takes them share (FLUX.1, Chroma): an image VAE's latents cut into 2 x 2 patches, one token a patch, each token's
-channels ordered ``(C, ph, pw)``, with ``(0, h, w)`` position ids, and the decode of the pipelines' packed
-``output_type="latent"`` tokens. :data:`LATENT_STRIDE` and :func:`check_resolution` say which sizes they take."""
+channels ordered ``(C, ph, pw)``, with ``(0, h, w)`` position ids, the decode of the pipelines' packed
+``output_type="latent"`` tokens and the validation samples through them (:func:`packed_samples`). :data:`LATENT_STRIDE` and :func:`check_resolution` say which sizes they take."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
+from dit_lora.families.diffusion.components import vae_on
+from dit_lora.families.diffusion.loader import model_class
+from dit_lora.families.diffusion.sampling import flow_sampler, square_images
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: pixels per token side: the VAE's 8x times the 2 x 2 packing (the pipelines take sizes divisible by 16)
 LATENT_STRIDE = 16
 #: ``FamilySpec.image_buckets``: any aspect ratio (RoPE position ids, no positional table), in the latent stride
 BUCKETS = AnyAspect(LATENT_STRIDE)
+#: ``FamilyInfo.default_lora_layers`` of these transformers: diffusers' train_dreambooth_lora_flux.py default (the
+#: double blocks' attention and feed-forwards; the single blocks get LoRA on their attn.to_q/k/v, whose names they
+#: share); FLUX.1's and Chroma's blocks have the same module names
+LORA_LAYERS = (
+    "to_k",
+    "to_q",
+    "to_v",
+    "to_out.0",
+    "add_k_proj",
+    "add_q_proj",
+    "add_v_proj",
+    "to_add_out",
+    "ff.net.0.proj",
+    "ff.net.2",
+    "ff_context.net.0.proj",
+    "ff_context.net.2",
+)
 
 
 def check_resolution(resolution: int, kind: str, pipeline: str) -> None:
@@ -54,3 +79,30 @@ def decode_packed(pipe, vae, tokens: torch.Tensor, height: int, width: int) -> l
     latents = grid / vae.config.scaling_factor + (vae.config.shift_factor or 0.0)
     with torch.no_grad():
         return pipe.image_processor.postprocess(vae.decode(latents, return_dict=False)[0], output_type="pil")
+
+
+def packed_samples(
+    comps,
+    model: torch.nn.Module,
+    pipeline: str,
+    cond: dict[str, Any],
+    cfg: TrainConfig,
+    seed: int,
+    *,
+    keys: tuple[str, ...],
+    text_parts: tuple[str, ...] = ("text_encoder", "tokenizer"),
+) -> list:
+    """Validation images from the in-memory transformer through ``pipeline`` (its diffusers class name, built with the
+    checkpoint's sampler and without its ``text_parts``): the cached conditioning ``keys`` each repeated per image
+    (the pipeline repeats only what it encodes itself), the validation guidance scale, the packed latents decoded by
+    :func:`decode_packed` with the VAE moved in."""
+    device, copies = next(model.parameters()).device, cfg.validation.num_validation_images
+    with vae_on(comps, device) as vae:
+        pipe: Any = model_class("diffusers", pipeline)(
+            scheduler=flow_sampler(comps), vae=vae, transformer=model, **dict.fromkeys(text_parts)
+        )
+        pipe.set_progress_bar_config(disable=True)
+        embeds = {k: cond[k].to(device).repeat_interleave(copies, 0) for k in keys}
+        guidance = cfg.validation.validation_guidance_scale
+        tokens: Any = square_images(pipe, cfg, seed, device, output_type="latent", guidance_scale=guidance, **embeds)
+        return decode_packed(pipe, vae, tokens, cfg.data.resolution, cfg.data.resolution)

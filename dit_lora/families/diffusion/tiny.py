@@ -278,29 +278,37 @@ def qwen2_tokenizer(
 
 
 def clip_tokenizer(texts: list[str] | tuple[str, ...], vocab_size: int, model_max_length: int = 77):
-    """A ``CLIPTokenizer`` (CLIP's lower-cased byte-level BPE, words ending in ``</w>``) trained on ``texts`` offline:
-    ``<|startoftext|>`` and ``<|endoftext|>`` first, every byte also as a word's last symbol (so punctuation and
-    words never seen still encode, as in CLIP's own vocabulary), ``model_max_length`` CLIP's 77."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    """A ``CLIPTokenizer`` (CLIP's lower-cased byte-level BPE, words ending in ``</w>``) built from ``texts`` offline:
+    ``<|startoftext|>`` and ``<|endoftext|>`` first, every byte alone and as a word's last symbol (so punctuation and
+    words never seen still encode, as in CLIP's own vocabulary), then each word of ``texts`` merged left to right into
+    one token (words in sorted order, at most ``vocab_size`` merges), ``model_max_length`` CLIP's 77.
+
+    Built, not trained: ``tokenizers``' BpeTrainer with an end-of-word suffix numbers the initial symbols and breaks
+    ties between merges differently in every process, and a tokenizer that differs between two builds makes the
+    same seed train another adapter."""
+    from tokenizers import normalizers, pre_tokenizers
     from transformers import CLIPTokenizer
 
-    suffix, specials = "</w>", ["<|startoftext|>", "<|endoftext|>"]
-    trainer_tok = Tokenizer(models.BPE(end_of_word_suffix=suffix))
-    trainer_tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Lowercase()])
-    trainer_tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=1, show_progress=False, special_tokens=specials,
-        initial_alphabet=alphabet, end_of_word_suffix=suffix,
-    )  # fmt: skip
-    trainer_tok.train_from_iterator(texts, trainer=trainer)
-    vocab = trainer_tok.get_vocab(with_added_tokens=True)
-    for symbol in sorted(alphabet):
-        vocab.setdefault(symbol + suffix, len(vocab))
-    merges = [
-        tuple(m.split(" ")) if isinstance(m, str) else tuple(m)
-        for m in json.loads(trainer_tok.to_str())["model"]["merges"]
-    ]
+    suffix = "</w>"
+    normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Lowercase()])
+    split = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    pieces = (piece for text in texts for piece in normalizer.normalize_str(text).split())  # CLIP splits on spaces
+    words = sorted({w for piece in pieces for w, _ in split.pre_tokenize_str(piece)})
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {token: i for i, token in enumerate(["<|startoftext|>", "<|endoftext|>", *alphabet])}
+    for symbol in alphabet:
+        vocab[symbol + suffix] = len(vocab)
+    merges: list[tuple[str, str]] = []
+    for word in words:
+        symbols = [*word[:-1], word[-1] + suffix]
+        merged = symbols[0]
+        for symbol in symbols[1:]:
+            if merged + symbol not in vocab:
+                if len(merges) >= vocab_size:
+                    break
+                vocab[merged + symbol] = len(vocab)
+                merges.append((merged, symbol))
+            merged += symbol
     tokenizer = CLIPTokenizer(vocab=vocab, merges=merges)  # type: ignore[arg-type]
     tokenizer.model_max_length = model_max_length
     return tokenizer

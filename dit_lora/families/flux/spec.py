@@ -14,7 +14,7 @@ from __future__ import annotations
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import diffusion_spec
-from dit_lora.families.diffusion.packed import BUCKETS
+from dit_lora.families.diffusion.packed import BUCKETS, LORA_LAYERS
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.flux.adapter import FluxCard
 from dit_lora.families.flux.encoders import FluxEncoders
@@ -28,21 +28,7 @@ from dit_lora.families.flux.state import run_state
 INFO = FamilyInfo(
     pipeline_class_name="FluxPipeline",
     card_tags=("text-to-image", "diffusers", "flux", "diffusers-training"),
-    # diffusers' train_dreambooth_lora_flux.py default (the single blocks get LoRA on their attn.to_q/k/v)
-    default_lora_layers=(
-        "to_k",
-        "to_q",
-        "to_v",
-        "to_out.0",
-        "add_k_proj",
-        "add_q_proj",
-        "add_v_proj",
-        "to_add_out",
-        "ff.net.0.proj",
-        "ff.net.2",
-        "ff_context.net.0.proj",
-        "ff_context.net.2",
-    ),  # fmt: skip
+    default_lora_layers=LORA_LAYERS,  # diffusers' train_dreambooth_lora_flux.py default
     text_encoder_label="CLIP-L / T5-XXL",
     # at 1024 px the 12B model's step holds 46.9 GiB without it and 24.7 GiB with it (`dit-lora plan`): on by
     # default, as for Z-Image, so a 48 GB card fits the catalogue's defaults

@@ -196,3 +196,24 @@ def test_a_tiny_vaes_scaling_factor_is_measured_on_shapes_whatever_its_output():
         vae = Vae(dc_ae)
         tiny.measured_scaling(16, 2)(vae)
         assert torch.equal(vae.seen, tiny.shapes_pixels(16, 2)) and vae.config == {"scaling_factor": expected}
+
+
+def test_the_clip_tokenizer_is_the_same_in_every_process():
+    """Two fresh processes build the same CLIP tokenizer (``tokenizers``' trainer, with an end-of-word suffix, numbered
+    its symbols and broke merge ties differently per process: the same seed then trained another FLUX.1 adapter);
+    every word of its texts is one token, an unseen word and punctuation still encode without ``<unk>``."""
+    import subprocess
+    import sys
+
+    code = ("import json; from dit_lora.families.diffusion.tiny import clip_tokenizer; "
+            "t = clip_tokenizer(('a red circle on a blue background', 'two green squares'), 50); "
+            "print(json.dumps([t.get_vocab(), t('A red circle, Zebra!').input_ids], sort_keys=True))")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert runs[0] == runs[1]
+    from dit_lora.families.diffusion.tiny import clip_tokenizer
+
+    tokenizer = clip_tokenizer(("a red circle on a blue background", "two green squares"), 50)
+    assert tokenizer.tokenize("a blue background") == ["a</w>", "blue</w>", "background</w>"]
+    ids = tokenizer("A red circle, Zebra!").input_ids
+    assert tokenizer.unk_token_id not in ids[1:-1] and ids[-1] == tokenizer.eos_token_id and len(ids) > 6
