@@ -12,6 +12,7 @@ from diffusers import FluxPipeline
 from diffusers.pipelines.flux.pipeline_flux import calculate_shift
 from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
 
+from helpers import Recorder
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.flux.state import FluxRun
@@ -20,16 +21,6 @@ from dit_lora.registry import get_family
 SCHEDULER = {"base_image_seq_len": 256, "base_shift": 0.5, "max_image_seq_len": 4096, "max_shift": 1.15,
              "shift": 3.0, "use_dynamic_shifting": True}
 
-
-class Recorder:
-    """A denoiser that records its keyword arguments and returns a simple function of its input."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, **kwargs):
-        self.calls.append(kwargs)
-        return (kwargs["hidden_states"] * 0.5 + 0.1,)
 
 
 def _batch(seed=0):

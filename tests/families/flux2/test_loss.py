@@ -17,6 +17,7 @@ from diffusers.pipelines.flux.pipeline_flux import calculate_shift
 from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
 from flux2_configs import flux2_cfg
 
+from helpers import Recorder
 from dit_lora.contract.family import Components
 from dit_lora.families.flux2.demo import SCHEDULER_CONFIG
 from dit_lora.families.flux2.loss import latent_ids, pack, text_ids, unpack
@@ -29,16 +30,6 @@ def shift_sigmas(u, shift):
     """The kit's time shift in the form FLUX.2 writes it (its adapters' bits)."""
     return shifted_sigmas(u, shift, form="1+(s-1)*u")
 
-
-class Recorder:
-    """A denoiser that records its keyword arguments and returns a simple function of its input."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, **kwargs):
-        self.calls.append(kwargs)
-        return (kwargs["hidden_states"] * 0.5 + 0.1,)
 
 
 def _batch(bsz=3, channels=8, height=4, width=6, tokens=10, seed=0):

@@ -11,6 +11,7 @@ import torch
 from diffusers import QwenImagePipeline
 from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
 
+from helpers import Recorder
 from dit_lora.contract.family import Components
 from dit_lora.catalogue.files import catalogue_of
 from dit_lora.families.qwenimage.loss import QwenImageLoss, draw_sigmas, pack_latents
@@ -20,16 +21,6 @@ ENTRIES = catalogue_of("dit_lora.families.qwenimage").entries
 
 CONFIG = ENTRIES[0].configs["scheduler/scheduler_config.json"]
 
-
-class Recorder:
-    """A denoiser that records its keyword arguments and returns a simple function of its input."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, **kwargs):
-        self.calls.append(kwargs)
-        return (kwargs["hidden_states"] * 0.5 + 0.1,)
 
 
 def _options(scheme="logit_normal", mode="dynamic", fixed=2.2):

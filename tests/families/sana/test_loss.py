@@ -17,21 +17,12 @@ from diffusers.training_utils import (
 )
 from sana_configs import sana_cfg
 
+from helpers import Recorder
 from dit_lora.contract.family import Components
 from dit_lora.families.sana.state import SanaRun
 from dit_lora.modeling.flow_matching import training_scheduler
 from dit_lora.registry import get_family
 
-
-class Recorder:
-    """A denoiser that records its keyword arguments and returns a simple function of its input."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, **kwargs):
-        self.calls.append(kwargs)
-        return (kwargs["hidden_states"] * 0.5 + 0.1,)
 
 
 def _batch(bsz=3, shape=(4, 8, 6), tokens=10, seed=0):
