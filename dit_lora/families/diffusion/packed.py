@@ -1,7 +1,9 @@
 """Black Forest Labs' packed latents, as diffusers' ``FluxPipeline`` lays them out and the families whose transformer
 takes them share (FLUX.1, Chroma): an image VAE's latents cut into 2 x 2 patches, one token a patch, each token's
 channels ordered ``(C, ph, pw)``, with ``(0, h, w)`` position ids, the decode of the pipelines' packed
-``output_type="latent"`` tokens and the validation samples through them (:func:`packed_samples`). :data:`LATENT_STRIDE` and :func:`check_resolution` say which sizes they take."""
+``output_type="latent"`` tokens and the validation samples through them (:func:`packed_samples`), and diffusers'
+default LoRA targets of these transformers (:data:`LORA_LAYERS`). :data:`LATENT_STRIDE` and :func:`check_resolution`
+say which sizes they take."""
 
 from __future__ import annotations
 
