@@ -4,15 +4,13 @@ model without the embedding), the zero caption ids and the image ids, the weight
 
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch
 from diffusers import FluxPipeline
-from diffusers.pipelines.flux.pipeline_flux import calculate_shift
-from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
 
 from helpers import Recorder
+from packed_flow import hand_computed_loss
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.flux.state import FluxRun
@@ -39,17 +37,7 @@ def test_loss_is_the_hand_computed_flow_matching_loss(scheme, shift):
     comps = Components(model=None, scheduler=None, state=FluxRun(scheduler_config=SCHEDULER))
     cfg = _cfg(weighting_scheme=scheme, flux_shift=shift)
     loss = get_family("flux").loss.compute_loss(comps, denoiser, batch, torch.Generator().manual_seed(5), cfg)
-    latents = batch["latents"]
-    gen = torch.Generator().manual_seed(5)
-    noise = torch.randn(latents.shape, generator=gen)
-    u = compute_density_for_timestep_sampling(scheme, 3, logit_mean=0.0, logit_std=1.0, mode_scale=1.29, generator=gen)
-    s = shift if shift is not None else math.exp(calculate_shift(3 * 4))  # 12 packed tokens
-    sigmas = s * u / (1 + (s - 1) * u)
-    noisy = (1 - sigmas.view(-1, 1, 1, 1)) * latents + sigmas.view(-1, 1, 1, 1) * noise
-    packed = FluxPipeline._pack_latents(noisy, 3, 4, 6, 8)
-    pred = FluxPipeline._unpack_latents(packed * 0.5 + 0.1, 6 * 8, 8 * 8, 8)
-    weighting = compute_loss_weighting_for_sd3(scheme, sigmas=sigmas)
-    expected = (weighting * ((pred - (noise - latents)) ** 2).flatten(1).mean(1)).mean()
+    expected, sigmas, packed = hand_computed_loss(batch["latents"], scheme, shift, 5)
     torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-7)
     (call,) = denoiser.calls
     torch.testing.assert_close(call["hidden_states"], packed)
