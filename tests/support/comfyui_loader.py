@@ -219,6 +219,36 @@ def expected_deltas(
     return {k: v.float() for k, v in out.items()}
 
 
+def random_adapter_in_comfyui(model, family: str, targets: str, folder: Path, *, rank: int, alpha: int,
+                              unet_config: dict[str, Any], model_class: str):
+    """A random LoRA (``lora_B`` drawn too, so every update is non-zero) on ``model``'s ``targets``, saved as
+    ``family``'s adapter writes it (alpha/r folded into lora_B) in ``folder`` and loaded with ComfyUI's own loader
+    into ``model_class`` of ``unet_config``: checks that every tensor loaded, every module patched and no error, and
+    that each patched weight's update is the file's (:func:`expected_deltas`); returns ``(result, expected)``."""
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from dit_lora.output.adapter import fold_lora_scale
+    from dit_lora.registry import get_family
+
+    config = {"r": rank, "lora_alpha": alpha, "target_modules": targets}
+    model.add_adapter(LoraConfig(**config, init_lora_weights="gaussian"))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.1)
+    state, folded = fold_lora_scale(get_peft_model_state_dict(model), config)
+    path = get_family(family).adapter.save_adapter(folder, state, folded)
+    result = load_in_comfyui(path, unet_config=unet_config, model_class=model_class)
+    assert result.unloaded == [] and result.not_patched == [] and not any("ERROR" in w for w in result.warnings)
+    expected = expected_deltas(load_file(str(path)), result)
+    assert sorted(expected) == sorted(result.deltas)
+    for key, want in expected.items():
+        torch.testing.assert_close(result.deltas[key], want, atol=1e-5, rtol=1e-5)
+    return result, expected
+
+
 # ---- the worker: everything below runs only in the subprocess, with ComfyUI imported ----
 
 
