@@ -163,6 +163,23 @@ def density_draws(options, batch_size: int, device: torch.device | str, generato
     )
 
 
+def option_draw(
+    options, latents: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor], generator: torch.Generator | None
+) -> FlowDraw:
+    """:func:`draw` at the run's timestep density: ``options``' (a
+    :class:`~dit_lora.modeling.timestep_options.FlowMatchingOptions`) ``weighting_scheme``, ``logit_mean``,
+    ``logit_std`` and ``mode_scale``."""
+    return draw(
+        latents,
+        tables,
+        options.weighting_scheme,
+        logit_mean=options.logit_mean,
+        logit_std=options.logit_std,
+        mode_scale=options.mode_scale,
+        generator=generator,
+    )
+
+
 def _per_sample(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """``values`` (``[B]``) shaped to broadcast over ``like`` (``[B, ...]``)."""
     if values.ndim != 1 or values.shape[0] != like.shape[0]:

@@ -25,7 +25,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.sanavideo.state import required, run_state
-from dit_lora.modeling.flow_matching import draw, loss_weighting, noisy_latents, velocity_target, weighted_mse
+from dit_lora.modeling.flow_matching import loss_weighting, noisy_latents, option_draw, velocity_target, weighted_mse
 
 
 def first_frame_timesteps(timesteps: torch.Tensor, latents: torch.Tensor, patch: tuple[int, int, int]) -> torch.Tensor:
@@ -62,15 +62,7 @@ class SanaVideoLoss(DiffusionLoss):
     ) -> torch.Tensor:
         """Noise and a logit-normal timestep per clip, the velocity predicted, the weighted MSE against it."""
         latents, options = batch["latents"], cfg.family_options
-        drawn = draw(
-            latents,
-            required(run_state(comps).flow_tables, "flow_tables"),
-            options.weighting_scheme,
-            logit_mean=options.logit_mean,
-            logit_std=options.logit_std,
-            mode_scale=options.mode_scale,
-            generator=generator,
-        )
+        drawn = option_draw(options, latents, required(run_state(comps).flow_tables, "flow_tables"), generator)
         noisy = noisy_latents(latents, drawn.noise, drawn.sigmas)
         target = velocity_target(latents, drawn.noise)
         timestep: torch.Tensor = drawn.timesteps

@@ -17,24 +17,11 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionLoss
+from dit_lora.families.diffusion.caption_flow import HostCaptionLengths, reversed_target, reversed_time
 from dit_lora.families.zimage.encoders import unpadded
 from dit_lora.families.zimage.state import tables
 from dit_lora.modeling.flow_matching import noisy_latents, sample_indices
 from dit_lora.modeling.masked_loss import weighted_or_masked_mse
-
-#: ZImagePipeline: ``timestep = (1000 - t) / 1000``
-TIME_SCALE = 1000.0
-
-
-def transformer_time(timesteps: torch.Tensor) -> torch.Tensor:
-    """The scheduler's timesteps (1000 = pure noise) as ZImageTransformer2DModel takes them (1 = clean)."""
-    return (TIME_SCALE - timesteps) / TIME_SCALE
-
-
-def zimage_target(latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-    """What the transformer predicts: ``x0 - eps`` (the negated flow velocity)."""
-    return latents - noise
 
 
 def predict(model: torch.nn.Module, noisy: torch.Tensor, time: torch.Tensor, captions: list[torch.Tensor]):
@@ -52,18 +39,9 @@ def caption_lengths(batch: dict[str, Any]) -> list[int]:
     return list(lengths)
 
 
-class ZImageLoss(DiffusionLoss):
+class ZImageLoss(HostCaptionLengths):
     """``FamilySpec.loss``: cached or encoded batches with their caption lengths read on the host, and the MSE of
     the transformer's ``x0 - eps`` prediction in fp32."""
-
-    def prepare_batch(self, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
-        """The diffusion base's batch, plus ``caption_lengths`` (ints) from the host copy of ``prompt_lengths``."""
-        # Cached: the loader's host tensor, read before it moves (on a CPU the move returns the same tensor, then
-        # the device's). Encoded now: encode_prompts made it on the host.
-        lengths = [int(n) for n in batch["prompt_lengths"].tolist()] if cached else None
-        out = super().prepare_batch(comps, batch, device, cached)
-        out["caption_lengths"] = lengths if lengths is not None else [int(n) for n in out["prompt_lengths"].tolist()]
-        return out
 
     def draw(
         self, comps: Components, latents: torch.Tensor, generator: torch.Generator, cfg: TrainConfig
@@ -96,7 +74,7 @@ class ZImageLoss(DiffusionLoss):
         noise, sigmas, timesteps = self.draw(comps, latents, generator, cfg)
         noisy = noisy_latents(latents, noise, sigmas)
         captions = unpadded(batch["prompt_embeds"], caption_lengths(batch))
-        pred = predict(model, noisy, transformer_time(timesteps), captions)
-        target = zimage_target(latents, noise)
+        pred = predict(model, noisy, reversed_time(timesteps), captions)
+        target = reversed_target(latents, noise)
         # --masked_loss: per latent pixel (the transformer patches inside)
         return weighted_or_masked_mse(pred, target, None, batch, cfg)

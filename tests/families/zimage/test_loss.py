@@ -11,7 +11,8 @@ from zimage_layout import zimage_cfg
 
 from dit_lora.catalogue import by_hub_id
 from dit_lora.contract.family import Components
-from dit_lora.families.zimage.loss import caption_lengths, transformer_time, zimage_target
+from dit_lora.families.diffusion.caption_flow import reversed_target, reversed_time
+from dit_lora.families.zimage.loss import caption_lengths
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.registry import get_family
 
@@ -70,8 +71,8 @@ def test_target_and_time_reproduce_the_pipelines_sampling_step():
     for i in range(3):
         sigma, following = scheduler.sigmas[i], scheduler.sigmas[i + 1]
         x_t = (1 - sigma) * x0 + sigma * noise
-        assert torch.allclose(transformer_time(scheduler.timesteps[i]), 1 - sigma, atol=1e-6)
-        out = zimage_target(x0, noise)  # what the loss trains the transformer to output
+        assert torch.allclose(reversed_time(scheduler.timesteps[i]), 1 - sigma, atol=1e-6)
+        out = reversed_target(x0, noise)  # what the loss trains the transformer to output
         stepped = scheduler.step(-out, scheduler.timesteps[i], x_t, return_dict=False)[0]
         torch.testing.assert_close(stepped, (1 - following) * x0 + following * noise, rtol=1e-5, atol=1e-5)
 
@@ -84,7 +85,7 @@ def test_the_training_tables_are_the_checkpoints_scheduler():
         sigmas, timesteps = flow_tables(training_scheduler(config), "cpu")
         reference = FlowMatchEulerDiscreteScheduler.from_config(config)
         assert torch.equal(sigmas, reference.sigmas) and torch.equal(timesteps, reference.timesteps)
-        torch.testing.assert_close(transformer_time(timesteps), 1 - sigmas)
+        torch.testing.assert_close(reversed_time(timesteps), 1 - sigmas)
 
 
 @pytest.mark.parametrize("cached", [True, False])
