@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dit_lora.catalogue import entries
-from dit_lora.contract.capabilities import HasTextSettings, PromptText
+from dit_lora.contract.capabilities import HasTextSettings, PromptText, TextSettings
 from dit_lora.contract.spec import FamilySpec, caption_source
 from dit_lora.data.sources import MAX_NAMED
 
@@ -41,15 +41,24 @@ CHARS_PER_TOKEN = 4
 class TokenCounter:
     """Counts a caption's tokens as the family's encode will and knows the most it keeps.
 
-    ``limit`` is compared with ``count(captions)`` (special tokens included); ``length`` is the
-    ``--max_sequence_length`` it derives from (what the line names). ``exact`` is False for the character
-    estimate; ``what`` words the line ("the model's tokenizer", "estimated at 4 characters a token").
+    ``limit`` is compared with ``count(captions)`` (special tokens included, and a ``prefix`` the pipeline puts
+    before every caption inside the same length); ``length`` is the ``--max_sequence_length`` it derives from (what
+    the line names). ``exact`` is False for the character estimate; ``what`` words the line ("the model's
+    tokenizer", "estimated at 4 characters a token").
     """
 
     def __init__(
-        self, count: Callable[[list[str]], list[int]], length: int, *, instruction: bool = False, exact: bool, what: str
+        self,
+        count: Callable[[list[str]], list[int]],
+        length: int,
+        *,
+        instruction: bool = False,
+        prefix: str | None = None,
+        exact: bool,
+        what: str,
     ) -> None:
-        self.count, self.length, self.exact, self.what = count, int(length), exact, what
+        self.length, self.exact, self.what, self.prefix = int(length), exact, what, prefix or ""
+        self.count = count if not self.prefix else lambda captions: count([self.prefix + c for c in captions])
         # SanaPipeline._get_gemma_prompt_embeds: with the complex human instruction prefixed, the tokenizer keeps
         # len(instruction) + max_sequence_length - 2 tokens, one fewer for the caption than without it.
         self.limit = self.length - 1 if instruction else self.length
@@ -65,43 +74,47 @@ def _tokenizer_counts(tokenizer: Any) -> Callable[[list[str]], list[int]]:
     return count
 
 
-def _loaded_settings(comps: Any) -> tuple[int | None, bool]:
-    """``(max_sequence_length, instruction prefixed)`` of a loaded run: its typed state's :class:`TextSettings`
-    (a state implementing :class:`HasTextSettings`); ``(None, False)`` for a state without text settings."""
+def _shape(text: TextSettings | None) -> dict[str, Any]:
+    """What a :class:`TokenCounter` takes of the run's text settings besides the length: whether an instruction is
+    prefixed, and the prefix counted with each caption."""
+    return {"instruction": bool(text and text.instruction), "prefix": text.prefix if text else None}
+
+
+def _loaded_settings(comps: Any) -> tuple[int | None, dict[str, Any]]:
+    """``(max_sequence_length, the counter's shape)`` of a loaded run: its typed state's :class:`TextSettings` (a
+    state implementing :class:`HasTextSettings`); ``(None, no shape)`` for a state without text settings."""
     state = getattr(comps, "state", None)
     text = state.text if isinstance(state, HasTextSettings) else None
-    return (text.max_sequence_length, bool(text.instruction)) if text is not None else (None, False)
+    return (text.max_sequence_length if text is not None else None), _shape(text)
 
 
 def token_counter_from_components(comps: Any) -> TokenCounter | None:
     """The counter of a loaded run: ``comps.encoders["tokenizer"]`` at the run's text length (what Sana and CogVideoX
     encode with), or None for a family without caption tokens (DiT's class labels)."""
     tokenizer = getattr(comps, "encoders", {}).get("tokenizer")
-    max_length, instruction = _loaded_settings(comps)
+    max_length, shape = _loaded_settings(comps)
     if tokenizer is None or not max_length:
         return None
-    return TokenCounter(
-        _tokenizer_counts(tokenizer), max_length, instruction=instruction, exact=True, what="the model's tokenizer"
-    )
+    return TokenCounter(_tokenizer_counts(tokenizer), max_length, **shape, exact=True, what="the model's tokenizer")
 
 
-def _declared_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
+def _declared_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, dict[str, Any]]:
     """The family's own word on how a run of ``cfg`` encodes captions: its encoders' :class:`PromptText`, else
-    ``(None, False)`` (the other sources apply)."""
+    ``(None, no shape)`` (the other sources apply)."""
     if isinstance(spec.encoders, PromptText):
         text = spec.encoders.text_settings(cfg)
-        return text.max_sequence_length, bool(text.instruction)
-    return None, False
+        return text.max_sequence_length, _shape(text)
+    return None, _shape(None)
 
 
-def _run_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
-    """The ``max_sequence_length`` a run of ``cfg`` encodes captions at, and whether an instruction is prefixed,
-    without loading a weight: with a model, the family's own word (:func:`_declared_settings`); then the model's
-    transformer config (CogVideoX's fixed length), then the catalogue's text length for the family."""
-    declared, instruction = None, False
+def _run_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, dict[str, Any]]:
+    """The ``max_sequence_length`` a run of ``cfg`` encodes captions at, and the counter's shape (an instruction or
+    prefix), without loading a weight: with a model, the family's own word (:func:`_declared_settings`); then the
+    model's transformer config (CogVideoX's fixed length), then the catalogue's text length for the family."""
+    declared, shape = None, _shape(None)
     model = cfg.model.pretrained_model_name_or_path
     if model:  # exact counts only with the model's tokenizer; without it the estimate needs no pipeline import
-        declared, instruction = _declared_settings(cfg, spec)
+        declared, shape = _declared_settings(cfg, spec)
     length = cfg.data.max_sequence_length or declared
     config = os.path.join(model, "transformer", "config.json") if model else ""
     if not length and config and os.path.isfile(config):
@@ -110,7 +123,7 @@ def _run_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
     if not length:
         lengths = {e.text_length for e in entries(spec.name)}
         length = lengths.pop() if len(lengths) == 1 else None
-    return (int(length) if length and int(length) > 1 else None), instruction
+    return (int(length) if length and int(length) > 1 else None), shape
 
 
 def token_counter_for_model(cfg: Any, spec: FamilySpec) -> tuple[TokenCounter | None, str | None]:
@@ -118,7 +131,7 @@ def token_counter_for_model(cfg: Any, spec: FamilySpec) -> tuple[TokenCounter | 
     length the run would use; else a character estimate. Returns (counter or None, a note on how it counts)."""
     if caption_source(spec) != "captions":
         return None, None  # class labels (DiT), not encoded text
-    max_length, instruction = _run_settings(cfg, spec)
+    max_length, shape = _run_settings(cfg, spec)
     if not max_length:
         return None, None
     model = cfg.model.pretrained_model_name_or_path
@@ -133,7 +146,7 @@ def token_counter_for_model(cfg: Any, spec: FamilySpec) -> tuple[TokenCounter | 
             return TokenCounter(
                 _tokenizer_counts(tokenizer),
                 max_length,
-                instruction=instruction,
+                **shape,
                 exact=True,
                 what="the model's tokenizer",
             ), None
@@ -145,7 +158,7 @@ def token_counter_for_model(cfg: Any, spec: FamilySpec) -> tuple[TokenCounter | 
     estimate = TokenCounter(
         lambda captions: [-(-len(c) // CHARS_PER_TOKEN) for c in captions],
         max_length,
-        instruction=instruction,
+        **shape,
         exact=False,
         what=f"estimated at {CHARS_PER_TOKEN} characters a token",
     )
@@ -164,9 +177,10 @@ def truncation_line(samples: Sequence[Any], counter: TokenCounter | None) -> str
     named = ", ".join(f"{s.key} ({len(s.caption):,} characters, {n:,} tokens)" for s, n in over[:MAX_NAMED])
     more = f" and {len(over) - MAX_NAMED} more" if len(over) > MAX_NAMED else ""
     verb = "are cut" if counter.exact else "would likely be cut"
+    prefixed = ", with the text the pipeline puts before every caption in the same length" if counter.prefix else ""
     return (
         f"long captions: {len(over)} of {len(samples)} caption(s) exceed the {counter.length}-token text length "
-        f"({counter.what}) and {verb} to it; the model never sees the rest: {named}{more}. Shorten them, or "
+        f"({counter.what}{prefixed}) and {verb} to it; the model never sees the rest: {named}{more}. Shorten them, or "
         f"raise --max_sequence_length where the model allows it."
     )
 

@@ -113,3 +113,18 @@ def test_caption_lines_are_computed_by_the_main_process_only(tmp_path, monkeypat
                                       wait_for_everyone=lambda: None)
         prepare.prepare_data(cfg, family, None, accelerator)
     assert counted == [3]  # once, by the main process
+
+
+def test_a_prefix_the_pipeline_puts_before_every_caption_counts_in_its_length():
+    """Lumina 2's system prompt sits inside the same --max_sequence_length: a caption short on its own is cut once
+    the prefix is counted with it, and the line says the prefix is in the count."""
+    from dit_lora.data.captions import TokenCounter
+
+    words = lambda captions: [len(c.split()) for c in captions]  # noqa: E731 - a word-counting stand-in tokenizer
+    samples = [RawSample(key="a.png", caption="a red circle on blue")]
+    alone = TokenCounter(words, 8, exact=True, what="words")
+    prefixed = TokenCounter(words, 8, prefix="you draw shapes well ", exact=True, what="words")
+    assert alone.count(["a red circle on blue"]) == [5] and prefixed.count(["a red circle on blue"]) == [9]
+    assert truncation_line(samples, alone) is None
+    line = truncation_line(samples, prefixed)
+    assert "1 of 1 caption(s) exceed the 8-token text length" in line and "before every caption" in line
