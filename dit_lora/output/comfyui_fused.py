@@ -25,6 +25,11 @@ product of factors, so there is no fused LoKr equal to them. They are written in
 before any ``weight_adapter`` adds its update, so each LoKr/LoHa patches exactly its slice. A swapped module likewise
 goes by its diffusers name, where ComfyUI applies ``swap_scale_shift`` to the update (a half swap of a Kronecker
 product's rows is not one of its factors' unless the first factor's rows are even). Every other layer has BFL's name.
+
+Where ComfyUI maps no diffusers name onto a slice of the fused weight (Lumina 2: its ``Lumina2`` model has only its
+own names), a family asks for ``typed_fused="diff"``: a LoKr or LoHa part is written as its exact update instead,
+the parts' updates stacked into the fused weight's ``<name>.diff`` (ComfyUI's ``load_lora`` adds a ``.diff`` at the
+strength given; a part not trained stays zero rows). That costs the fused weight's size per block.
 """
 
 from __future__ import annotations
@@ -86,32 +91,87 @@ class FusedLayout:
         return None
 
 
-def fuse(parts: dict[int, dict[str, torch.Tensor]], shares: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+def part_rows(rows: dict[int, int], shares: tuple[int, ...], name: str) -> list[int]:
+    """Each part's rows in the fused weight ``name``: the trained parts' own (``rows``: position -> rows) when every
+    part is trained; else each its share of the rows (``shares``), checked against the trained parts' (a model whose
+    parts have other proportions than the layout's cannot have a missing part placed: refused in one paragraph)."""
+    if len(rows) == len(shares):
+        return [rows[i] for i in range(len(shares))]
+    first = next(iter(rows))
+    unit = rows[first] // shares[first]
+    if any(rows[i] != shares[i] * unit for i in rows):
+        raise UserError(
+            f"`{name}` fuses parts in the proportions {':'.join(map(str, shares))}, but the adapter's trained parts "
+            f"have {', '.join(f'{rows[i]} rows' for i in sorted(rows))}: this model's layout differs, and the rows of "
+            "the untrained parts cannot be placed. Nothing was written: train every part of it (q, k and v) for a "
+            "ComfyUI file, or load the diffusers file."
+        )
+    return [share * unit for share in shares]
+
+
+def fuse(
+    parts: dict[int, dict[str, torch.Tensor]], shares: tuple[int, ...], name: str = "the fused weight"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One LoRA for a fused weight from the LoRAs of its parts (``parts``: position -> tensors; ``shares``: each
-    position's share of the rows): the ``A``s stacked, the ``B``s block-diagonal in their rows (a missing part:
-    zero rows, as many as its share of a trained part's)."""
-    first_position, first = next(iter(parts.items()))
-    unit = first["lora_B.weight"].shape[0] // shares[first_position]
+    position's share of the rows, :func:`part_rows`): the ``A``s stacked, the ``B``s block-diagonal in their rows (a
+    missing part: zero rows)."""
+    sizes = part_rows({i: p["lora_B.weight"].shape[0] for i, p in parts.items()}, shares, name)
     ranks = {i: p["lora_A.weight"].shape[0] for i, p in sorted(parts.items())}
     lora_a = torch.cat([parts[i]["lora_A.weight"] for i in ranks])
-    lora_b = torch.zeros(sum(shares) * unit, sum(ranks.values()), dtype=first["lora_B.weight"].dtype)
+    lora_b = torch.zeros(sum(sizes), sum(ranks.values()), dtype=next(iter(parts.values()))["lora_B.weight"].dtype)
     column = 0
     for i, rank in ranks.items():
-        row = sum(shares[:i]) * unit
-        lora_b[row : row + shares[i] * unit, column : column + rank] = parts[i]["lora_B.weight"]
+        row = sum(sizes[:i])
+        lora_b[row : row + sizes[i], column : column + rank] = parts[i]["lora_B.weight"]
         column += rank
     return lora_a.contiguous(), lora_b
+
+
+def typed_update(layer: Layer) -> torch.Tensor:
+    """The update of a LoKr or LoHa layer of a Linear at its saved strength (dit-lora folds the scale into one
+    factor): LoKr ``kron(w1, w2)`` (each factor whole or ``_a @ _b``), LoHa ``(w1_a @ w1_b) * (w2_a @ w2_b)``, as
+    PEFT and ComfyUI's ``weight_adapter`` compute them, in float32."""
+    t = {name: tensor.float() for name, tensor in layer.tensors.items()}
+    if "hada_w1_a" in t:
+        return (t["hada_w1_a"] @ t["hada_w1_b"]) * (t["hada_w2_a"] @ t["hada_w2_b"])
+
+    def factor(n: int) -> torch.Tensor:
+        return t[f"lokr_w{n}"] if f"lokr_w{n}" in t else t[f"lokr_w{n}_a"] @ t[f"lokr_w{n}_b"]
+
+    return torch.kron(factor(1), factor(2))
+
+
+def stacked_update(
+    parts: dict[int, torch.Tensor], shares: tuple[int, ...], dtype: torch.dtype, name: str = "the fused weight"
+) -> torch.Tensor:
+    """The fused weight's update from its parts' updates (``parts``: position -> update; each part's rows as
+    :func:`part_rows` places them, a missing part zero rows), in ``dtype``."""
+    sizes = part_rows({i: update.shape[0] for i, update in parts.items()}, shares, name)
+    first = next(iter(parts.values()))
+    rows = [parts[i] if i in parts else first.new_zeros(size, first.shape[1]) for i, size in enumerate(sizes)]
+    return torch.cat(rows).to(dtype).contiguous()
 
 
 class FusedExport(RenamedExport):
     """``FamilySpec.exports`` and ``adapter_extras`` of a BFL-layout family: :class:`RenamedExport` with its
     ``comfyui.json``'s fused parts fused and swapped halves swapped back (module docstring). ``module``: the
     family's module the data file sits beside; the rest as :class:`RenamedExport` (``wrong_format``: the family's
-    refusal of another format, if its own)."""
+    refusal of another format, if its own; ``typed_fused``: a LoKr/LoHa part by diffusers' name, ``"slices"``, or
+    stacked into the fused weight's ``.diff``, ``"diff"``)."""
 
-    def __init__(self, family: str, module: str, known: str, keys: str, description: str, wrong_format: str = ""):
+    def __init__(
+        self,
+        family: str,
+        module: str,
+        known: str,
+        keys: str,
+        description: str,
+        wrong_format: str = "",
+        typed_fused: str = "slices",
+    ):
         super().__init__(family, RenameTable.read(module), known, keys, description)
         self.layout = FusedLayout.read(module)
+        self.typed_fused = typed_fused
         if wrong_format:
             self.wrong_format = wrong_format
 
@@ -132,7 +192,14 @@ class FusedExport(RenamedExport):
         factors is no factor of the fused weight)."""
         out: dict[str, torch.Tensor] = {}
         fused: dict[str, tuple[dict[int, dict[str, torch.Tensor]], tuple[int, ...]]] = {}
+        diffs: dict[str, tuple[dict[int, torch.Tensor], tuple[int, ...], torch.dtype]] = {}
         for module, layer in layers.items():
+            part = self.layout.fused(module)
+            if layer.kind != LORA and part is not None and self.typed_fused == "diff":
+                name, position, shares = part
+                dtype = next(iter(layer.tensors.values())).dtype
+                diffs.setdefault(name, ({}, shares, dtype))[0][position] = typed_update(layer)
+                continue
             if layer.kind != LORA:
                 out.update(comfyui_tensors(self.typed_layer_name(module), layer))
                 continue
@@ -142,7 +209,7 @@ class FusedExport(RenamedExport):
                     f"{self.family} layer here. Nothing was written: train without a LoRA bias, or load the diffusers "
                     "file."
                 )
-            halves, part = layer.tensors, self.layout.fused(module)
+            halves = layer.tensors
             if part is not None:
                 name, position, shares = part
                 fused.setdefault(name, ({}, shares))[0][position] = halves
@@ -154,5 +221,9 @@ class FusedExport(RenamedExport):
             out[f"{self.layer_name(module)}.lora_A.weight"] = halves["lora_A.weight"].contiguous()
             out[f"{self.layer_name(module)}.lora_B.weight"] = lora_b.contiguous()
         for name, (parts, shares) in fused.items():
-            out[f"{self.prefix}{name}.lora_A.weight"], out[f"{self.prefix}{name}.lora_B.weight"] = fuse(parts, shares)
+            out[f"{self.prefix}{name}.lora_A.weight"], out[f"{self.prefix}{name}.lora_B.weight"] = fuse(
+                parts, shares, name
+            )
+        for name, (updates, shares, dtype) in diffs.items():
+            out[f"{self.prefix}{name}.diff"] = stacked_update(updates, shares, dtype, name)
         return out

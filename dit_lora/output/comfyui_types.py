@@ -349,11 +349,15 @@ class RenamedExport:
 
     def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
         """The ComfyUI file beside the adapter the run just wrote (``comps`` and ``cfg`` are not needed); one line
-        instead for a DoRA adapter (a run must finish; ``dit-lora export`` refuses it in full)."""
+        instead for a DoRA adapter or one the export refuses (a run must finish; ``dit-lora export`` refuses it in
+        full)."""
         if is_dora_file(run_adapter_file(Path(output_dir), self.family)):
             print(DORA_NOT_WRITTEN)
             return
-        self.write(Path(output_dir))
+        try:
+            self.write(Path(output_dir))
+        except UserError as refused:  # the run's adapter is written and good: say why it has no ComfyUI copy
+            print(f"no ComfyUI file beside the adapter: {refused}")
 
 
 class PrefixedExports(RenamedExport):

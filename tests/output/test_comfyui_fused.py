@@ -75,3 +75,30 @@ def test_row_shares_that_do_not_match_the_parts_are_refused_naming_the_file(tmp_
     with pytest.raises(DataFileError, match=r"fused\[0\] has the unknown key 'part'"):
         FusedExport("FLUX.1", _module(tmp_path, monkeypatch, {**FLUX1, "fused": [{"into": "x", "part": []}]}),
                     "known", "keys", "the file")
+
+
+def test_parts_in_other_proportions_fuse_when_all_are_trained_and_are_refused_otherwise(tmp_path, monkeypatch, capsys):
+    """A model whose q/k/v rows are not the layout's 1:1:1 (grouped-query attention of another ratio): fully trained,
+    each part keeps its own rows; partly trained, the untrained part's rows cannot be placed, so the export refuses
+    (a run prints that line instead of its ComfyUI file: its adapter is already written)."""
+    from safetensors.torch import save_file
+
+    from dit_lora.core.errors import UserError
+    from dit_lora.output.names import ADAPTER_FILE
+
+    export = FusedExport("FLUX.1", _module(tmp_path, monkeypatch, FLUX1), "known", "keys", "the file")
+    rows = {"to_q": 8, "to_k": 4, "to_v": 4, "proj_mlp": 32}
+    state = {}
+    for part, n in rows.items():
+        state[f"transformer.single_transformer_blocks.0.{'' if part == 'proj_mlp' else 'attn.'}{part}.lora_A.weight"] = torch.ones(2, 8)
+        state[f"transformer.single_transformer_blocks.0.{'' if part == 'proj_mlp' else 'attn.'}{part}.lora_B.weight"] = torch.ones(n, 2)
+    out = export.comfyui_state(state)
+    assert out["diffusion_model.single_blocks.0.linear1.lora_B.weight"].shape == (8 + 4 + 4 + 32, 8)
+    partial = {k: v for k, v in state.items() if "to_v" not in k}
+    with pytest.raises(UserError, match=r"fuses parts in the proportions 1:1:1:4, but the adapter's trained parts "
+                                        r"have 8 rows, 4 rows, 32 rows.*Nothing was written"):
+        export.comfyui_state(partial)
+    save_file(partial, str(tmp_path / ADAPTER_FILE))
+    export.save_adapter_extras(tmp_path, None, None)
+    assert "no ComfyUI file beside the adapter: `single_blocks.0.linear1` fuses" in capsys.readouterr().out
+    assert not list(tmp_path.glob("*_comfyui.safetensors"))

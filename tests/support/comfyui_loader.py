@@ -161,7 +161,10 @@ def module_update(state: dict[str, torch.Tensor], prefix: str) -> torch.Tensor |
     """The update of one module of ``state`` at strength 1, as ComfyUI's ``weight_adapter`` computes it (float64):
     LoRA ``up @ down`` (flattened), scale ``alpha / rank`` with ``<x>.alpha`` else 1; LoKr ``kron(w1, w2)``, scale
     ``alpha / dim`` with ``.alpha`` and a decomposed factor (its rank; w2's when both) else 1; LoHa
-    ``(w1_a @ w1_b) * (w2_a @ w2_b)``, scale ``alpha / rank`` with ``.alpha`` else 1. None: no adapter there."""
+    ``(w1_a @ w1_b) * (w2_a @ w2_b)``, scale ``alpha / rank`` with ``.alpha`` else 1; a ``.diff``: itself (the
+    weight's whole update). None: no adapter there."""
+    if f"{prefix}.diff" in state:
+        return state[f"{prefix}.diff"].double()
     alpha = state.get(f"{prefix}.alpha")
     down = state.get(f"{prefix}.lora_A.weight", state.get(f"{prefix}.lora_down.weight"))
     up = state.get(f"{prefix}.lora_B.weight", state.get(f"{prefix}.lora_up.weight"))

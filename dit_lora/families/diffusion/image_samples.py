@@ -9,6 +9,8 @@ A family states its pipeline class, its sampler and each call's own arguments.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -21,11 +23,26 @@ if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
+@contextmanager
+def decoding_in_vae_dtype(vae: Any) -> Iterator[None]:
+    """While it lasts, ``vae.decode`` casts the latents to the VAE's dtype first: for a pipeline that decodes its
+    latents in their own dtype (Lumina2Pipeline's bf16, from the caption embeddings) with the VAE kept in fp32."""
+    original = vae.decode
+    vae.decode = lambda latents, *args, **kwargs: original(latents.to(vae.dtype), *args, **kwargs)
+    try:
+        yield
+    finally:
+        del vae.decode
+
+
 class SquareImageSamples(DiffusionSamples):
     """``FamilySpec.samples``: the family's pipeline at ``--resolution`` (PNG files)."""
 
     #: the diffusers pipeline class name, e.g. ``"SanaPipeline"``
     pipeline: str = ""
+    #: cast the latents to the VAE's dtype before decoding (:func:`decoding_in_vae_dtype`): for a pipeline that decodes
+    #: them in their own dtype beside an fp32 VAE
+    cast_latents_for_vae: bool = False
 
     def pipeline_class(self) -> Any:
         """The class :attr:`pipeline` names (imported on use: diffusers' pipelines import slowly)."""
@@ -56,10 +73,20 @@ class SquareImageSamples(DiffusionSamples):
                 tokenizer=None, text_encoder=None, vae=vae, transformer=model, scheduler=self.sampler(comps)
             )
             pipe.set_progress_bar_config(disable=True)
-            return square_images(pipe, cfg, seed, device, **self.cached_kwargs(cond, device, cfg))
+            with self.decoding(pipe):
+                return square_images(pipe, cfg, seed, device, **self.cached_kwargs(cond, device, cfg))
 
     def generate_with_pipeline(
         self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
     ) -> list:
         """Images of ``prompt`` from the reloaded pipeline at the run's validation settings."""
-        return square_images(pipe, cfg, seed, pipe.transformer.device, prompt, **self.prompt_kwargs(cfg, num_images))
+        with self.decoding(pipe):
+            return square_images(
+                pipe, cfg, seed, pipe.transformer.device, prompt, **self.prompt_kwargs(cfg, num_images)
+            )
+
+    def decoding(self, pipe: Any) -> Any:
+        """:func:`decoding_in_vae_dtype` of the pipeline's VAE where :attr:`cast_latents_for_vae` says so, else nothing."""
+        from contextlib import nullcontext
+
+        return decoding_in_vae_dtype(pipe.vae) if self.cast_latents_for_vae else nullcontext()
