@@ -2,7 +2,8 @@
 ``train_dreambooth_lora_flux.py`` with the pipeline's dynamic shift) on the latents packed 2x2 into tokens
 ``(B, H/2*W/2, 4C)`` (``FluxPipeline._pack_latents``) with their ``(0, h, w)`` position ids and the caption's zero
 ids, CLIP's pooled embedding beside T5's; ``--flux_shift`` fixes the shift, ``--flux_train_guidance`` is the
-guidance value (uniform ``--weighting_scheme none`` by default, as diffusers' example)."""
+guidance value; the timestep density is the shared ``--weighting_scheme`` (default ``logit_normal``; diffusers'
+example uses ``none``, uniform)."""
 
 from __future__ import annotations
 
