@@ -160,6 +160,7 @@ BUILT_IN = (
     "sanavideo",
     "flux",
     "chroma",
+    "lumina2",
 )
 
 _ENTRIES: list[FamilyEntry] = []

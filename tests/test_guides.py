@@ -48,6 +48,7 @@ DEMO_OF = {
     "black-forest-labs/FLUX.2-klein-base-4B": {"flux2_demo_variant": "klein"},
     "black-forest-labs/FLUX.1-dev": {},
     "lodestones/Chroma1-HD": {},
+    "Alpha-VLLM/Lumina-Image-2.0": {},
     "Efficient-Large-Model/SANA-Video_2B_480p_diffusers": {},
 }
 #: options naming what the reader brings (their data, their output folder): the test's own folders instead

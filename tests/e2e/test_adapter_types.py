@@ -45,6 +45,7 @@ FAMILIES = {
     "flux2": ("flux2/demo.yaml", "tiny-flux2", "shapes"),
     "flux": ("flux/demo.yaml", "tiny-flux", "shapes"),
     "chroma": ("chroma/demo.yaml", "tiny-chroma", "shapes"),
+    "lumina2": ("lumina2/demo.yaml", "tiny-lumina2", "shapes"),
     "llava_next_video": ("videollm/demo.yaml", "tiny-llava-next-video", "qa-clips/videochat2.json"),
     "sanavideo": ("sanavideo/demo.yaml", "tiny-sanavideo", "moving-squares-sanavideo"),
 }

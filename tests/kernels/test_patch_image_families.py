@@ -111,7 +111,21 @@ def _zimage():
     return model, inputs, lambda m, kw: torch.stack(m(**kw, return_dict=False)[0])
 
 
-BUILDERS = {"flux": _flux, "chroma": _chroma, "flux2": _flux2, "qwenimage": _qwenimage, "zimage": _zimage}
+def _lumina2():
+    from dit_lora.families.lumina2.demo import build_tiny_lumina2_components
+
+    model = build_tiny_lumina2_components()["transformer"].float()
+    gen = torch.Generator().manual_seed(0)
+    inputs = {
+        "hidden_states": torch.randn(2, model.config.in_channels, 8, 8, generator=gen),
+        "timestep": torch.tensor([0.3, 0.8]),
+        "encoder_hidden_states": torch.randn(2, 6, model.config.cap_feat_dim, generator=gen),
+        "encoder_attention_mask": (torch.arange(6).expand(2, 6) < torch.tensor([[3], [6]])).long(),
+    }
+    return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
+
+
+BUILDERS = {"flux": _flux, "chroma": _chroma, "lumina2": _lumina2, "flux2": _flux2, "qwenimage": _qwenimage, "zimage": _zimage}
 
 
 def _expected_counts(model: nn.Module) -> dict[str, int]:

@@ -138,6 +138,17 @@ def _chroma():
     return ChromaLoss(None), comps, batch, Probe((B, (H // 2) * (W // 2), 4 * C)), lambda g: unpack(g, H, W)
 
 
+def _lumina2():
+    from dit_lora.families.lumina2.loss import Lumina2Loss
+    from dit_lora.families.lumina2.state import Lumina2Run
+
+    from dit_lora.modeling.flow_matching import training_scheduler
+
+    comps = Components(model=None, scheduler=training_scheduler({"shift": 6.0}), state=Lumina2Run())
+    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "prompt_attention_mask": torch.ones(B, 3, dtype=torch.long)}
+    return Lumina2Loss(None), comps, batch, Probe((B, C, H, W)), lambda g: g
+
+
 FAMILIES = {
     "sana": _sana,
     "dit": _dit,
@@ -147,6 +158,7 @@ FAMILIES = {
     "flux2": _flux2,
     "flux": _flux,
     "chroma": _chroma,
+    "lumina2": _lumina2,
 }
 
 

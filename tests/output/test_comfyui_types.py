@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from dit_lora.core.errors import UserError
 from dit_lora.families.flux2 import comfyui as flux2
+from dit_lora.families.lumina2.comfyui import EXPORT as LUMINA2_EXPORT
 from dit_lora.families.qwenimage.comfyui import EXPORTS as QWEN_EXPORTS
 from dit_lora.families.wan import comfyui as wan
 from dit_lora.families.zimage.comfyui import EXPORTS as ZIMAGE_EXPORTS
@@ -31,18 +32,24 @@ from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
 # ---- ComfyUI's side, from its source at commit 618b803d314a525faca8f8163d85eaa9ebc1d774 (Jan 2026) ----------------
 #: the tensor names ComfyUI reads for one module ``x`` (``x.<name>``): comfy/weight_adapter/lora.py
 #: ``LoRAAdapter.load`` (its diffusers2 form) and comfy/lora.py ``load_lora`` (diff_b); weight_adapter/lokr.py
-#: ``LoKrAdapter.load``; weight_adapter/loha.py ``LoHaAdapter.load``
+#: ``LoKrAdapter.load``; weight_adapter/loha.py ``LoHaAdapter.load``; and comfy/lora.py ``load_lora``'s ``diff``, a
+#: weight's whole update (Lumina 2's LoKr/LoHa q/k/v, stacked into its fused qkv)
 COMFY_TENSORS = {
     "lora": {"lora_A.weight", "lora_B.weight", "diff_b"},
-    "lokr": {"lokr_w1", "lokr_w2", "lokr_w1_a", "lokr_w1_b", "lokr_w2_a", "lokr_w2_b", "lokr_t2"},
-    "loha": {"hada_w1_a", "hada_w1_b", "hada_w2_a", "hada_w2_b", "hada_t1", "hada_t2"},
+    "lokr": {"lokr_w1", "lokr_w2", "lokr_w1_a", "lokr_w1_b", "lokr_w2_a", "lokr_w2_b", "lokr_t2", "diff"},
+    "loha": {"hada_w1_a", "hada_w1_b", "hada_w2_a", "hada_w2_b", "hada_t1", "hada_t2", "diff"},
 }
 #: module names comfy/lora.py ``model_lora_keys_unet`` maps, per model. Wan: only the generic
 #: ``diffusion_model.<weight>`` of comfy/ldm/wan/model.py WanModel. Flux2: generic names of comfy/ldm/flux/model.py
 #: and ``transformer.<key>`` of comfy/utils.py ``flux_to_diffusers`` (q/k/v as qkv slices, norm_out with
 #: swap_scale_shift). Lumina2 (Z-Image): ``transformer.<key>`` of ``z_image_to_diffusers``. QwenImage:
-#: ``transformer.<weight>`` of comfy/ldm/qwen_image/model.py (diffusers' names).
+#: ``transformer.<weight>`` of comfy/ldm/qwen_image/model.py (diffusers' names). Lumina2 (Lumina-Image 2.0, commit
+#: a125cd84): only the generic names of comfy/ldm/lumina/model.py NextDiT (q/k/v fused in ``attention.qkv``).
 COMFY_KEYS = {
+    "lumina2": re.compile(
+        r"^diffusion_model\.((layers|noise_refiner|context_refiner)\.\d+\.(attention\.(qkv|out)|feed_forward\.w[123]"
+        r"|adaLN_modulation\.1)|x_embedder|cap_embedder\.1|t_embedder\.mlp\.[02]|final_layer\.(adaLN_modulation\.1|linear))$"
+    ),
     "wan": re.compile(
         r"^diffusion_model\.(blocks\.\d+\.(self_attn\.[qkvo]|cross_attn\.([qkvo]|k_img|v_img)|ffn\.[02])"
         r"|text_embedding\.[02]|time_embedding\.[02]|time_projection\.1|head\.head|img_emb\.proj\.[13])$"
@@ -66,6 +73,7 @@ COMFY_KEYS = {
     ),
 }
 CONVERT = {
+    "lumina2": LUMINA2_EXPORT.comfyui_state,
     "wan": wan.comfyui_state,
     "flux2": flux2.EXPORT.comfyui_state,
     "zimage": ZIMAGE_EXPORTS.comfyui_state,
@@ -98,6 +106,9 @@ def _tiny(family: str) -> torch.nn.Module:
         "zimage": ("ZImageTransformer2DModel", dict(
             in_channels=4, dim=32, n_layers=1, n_refiner_layers=1, n_heads=2, n_kv_heads=2, cap_feat_dim=16,
             axes_dims=[4, 6, 6], axes_lens=[64, 32, 32])),
+        "lumina2": ("Lumina2Transformer2DModel", dict(  # 6 query heads over 2 key/value heads: the real 3:1
+            sample_size=8, patch_size=2, in_channels=4, hidden_size=48, num_layers=1, num_refiner_layers=1,
+            num_attention_heads=6, num_kv_heads=2, multiple_of=16, axes_dim_rope=[2, 2, 4], cap_feat_dim=16)),
         "qwenimage": ("QwenImageTransformer2DModel", dict(
             patch_size=2, in_channels=16, out_channels=4, num_layers=1, attention_head_dim=16, num_attention_heads=2,
             joint_attention_dim=32, axes_dims_rope=(4, 6, 6))),
@@ -149,8 +160,9 @@ def test_every_key_is_one_comfyuis_key_map_has(family, kind, linears):
         module, tensor = next((key[: -len(t) - 1], t) for t in COMFY_TENSORS[kind] if key.endswith("." + t))
         assert COMFY_KEYS[family].match(module), (family, key)
         modules.add(module)
-    # every layer is there: one ComfyUI module each (FLUX.2 LoRA: the double blocks' q/k/v fused into two qkv)
-    fused = 2 * 2 if family == "flux2" and kind == "lora" else 0
+    # every layer is there: one ComfyUI module each (FLUX.2 LoRA: the double blocks' q/k/v fused into two qkv;
+    # Lumina 2, every type: each of its 3 blocks' q/k/v into one)
+    fused = {("flux2", "lora"): 2 * 2}.get((family, kind), 3 * 2 if family == "lumina2" else 0)
     assert len(modules) == len(linears[family]) - fused
     if family == "flux2" and kind != "lora":
         assert "transformer.transformer_blocks.0.attn.add_k_proj" in modules  # a slice of txt_attn.qkv
@@ -180,7 +192,7 @@ def test_each_exported_module_applies_pefts_update(family, config, linears):
     """Four layers of the family (a fused q/k/v and the swapped norm_out for FLUX.2) in a toy model with PEFT's
     adapter: the update ComfyUI's weight adapter computes from each exported module is PEFT's get_delta_weight."""
     names = [n for n in linears[family] if re.search(r"(to_q|to_k|add_v_proj|norm_out\.linear|feed_forward\.w1|"
-                                                      r"ffn\.net\.2|img_mlp\.net\.2)$", n)][:4]
+                                                      r"ffn\.net\.2|img_mlp\.net\.2|linear_1)$", n)][:4]
     model = _toy({n: linears[family][n] for n in names})
     torch.manual_seed(0)
     config.target_modules = names
@@ -188,13 +200,25 @@ def test_each_exported_module_applies_pefts_update(family, config, linears):
     folded, _ = fold_lora_scale(get_peft_model_state_dict(model), config.to_dict())  # as a run saves it
     out = CONVERT[family]({f"transformer.{k}": v for k, v in folded.items()})
     prefixes = {k.rsplit(".", 2 if k.endswith(".weight") else 1)[0] for k in out}
-    assert len(prefixes) == len(names)
+    assert len(prefixes) == len(names) - (family == "lumina2")  # Lumina 2's q and k: one fused .diff
     for name in names:
-        prefix = {"wan": lambda n: f"diffusion_model.{wan.comfyui_module(n)}", "flux2": flux2.EXPORT.typed_layer_name}.get(
-            family, lambda n: f"transformer.{n}")(name)
+        prefix, rows = _exported_at(family, name, linears[family])
         want = model.get_submodule(name).get_delta_weight("default").detach().double()
         assert want.abs().max() > 0
-        torch.testing.assert_close(module_update(out, prefix), want, rtol=1e-5, atol=1e-6, msg=name)
+        torch.testing.assert_close(module_update(out, prefix)[rows], want, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def _exported_at(family: str, name: str, layers: dict[str, tuple[int, int]]) -> tuple[str, slice]:
+    """Where a LoKr/LoHa of the diffusers module ``name`` is in the family's export: its module key and its rows of
+    that module's update (Lumina 2's q/k/v: their rows of the fused qkv's ``.diff``)."""
+    if family == "lumina2" and LUMINA2_EXPORT.layout.fused(name) is not None:
+        fused, position, _ = LUMINA2_EXPORT.layout.fused(name)
+        block = name.rsplit(".", 1)[0]
+        start = sum(layers[f"{block}.to_{p}"][0] for p in "qkv"[:position])
+        return f"diffusion_model.{fused}", slice(start, start + layers[name][0])
+    named = {"wan": lambda n: f"diffusion_model.{wan.comfyui_module(n)}", "flux2": flux2.EXPORT.typed_layer_name,
+             "lumina2": LUMINA2_EXPORT.typed_layer_name}
+    return named.get(family, lambda n: f"transformer.{n}")(name), slice(None)
 
 
 @pytest.mark.parametrize("family", list(COMFY_KEYS))
@@ -253,7 +277,7 @@ def test_a_peft_format_run_file_is_exported_too(family, linears, tmp_path):
 
 @pytest.mark.parametrize("kind", ["lora", "lokr", "dora"])
 def test_runs_write_their_comfyui_file_for_lokr_and_say_why_not_for_dora(kind, linears, tmp_path, capsys):
-    """Wan and FLUX.2 runs write the ComfyUI file for LoRA and LoKr; Z-Image and Qwen-Image for LoKr (their LoRA
+    """Wan, FLUX.2 and Lumina 2 runs write the ComfyUI file for LoRA and LoKr; Z-Image and Qwen-Image for LoKr (their LoRA
     file loads in ComfyUI as it is); none for DoRA, with one line saying why."""
     from dit_lora.families.wan.adapter import save_beside_adapter
 
@@ -262,6 +286,7 @@ def test_runs_write_their_comfyui_file_for_lokr_and_say_why_not_for_dora(kind, l
         "flux2": lambda d: flux2.EXPORT.save_adapter_extras(d, None, None),
         "zimage": lambda d: ZIMAGE_EXPORTS.save_adapter_extras(d, None, None),
         "qwenimage": lambda d: QWEN_EXPORTS.save_adapter_extras(d, None, None),
+        "lumina2": lambda d: LUMINA2_EXPORT.save_adapter_extras(d, None, None),
     }
     for family, write in writers.items():
         folder = tmp_path / family
@@ -272,7 +297,7 @@ def test_runs_write_their_comfyui_file_for_lokr_and_say_why_not_for_dora(kind, l
                   str(folder / (PEFT_ADAPTER_FILE if peft else ADAPTER_FILE)))
         write(folder)
         written = [p.name for p in folder.glob("*_comfyui.safetensors")]
-        wanted = kind == "lokr" or (kind == "lora" and family in ("wan", "flux2"))
+        wanted = kind == "lokr" or (kind == "lora" and family in ("wan", "flux2", "lumina2"))
         assert written == ([f"{'adapter_model' if peft else 'pytorch_lora_weights'}_comfyui.safetensors"]
                            if wanted else []), family
-    assert capsys.readouterr().out.count(DORA_NOT_WRITTEN) == (4 if kind == "dora" else 0)
+    assert capsys.readouterr().out.count(DORA_NOT_WRITTEN) == (len(writers) if kind == "dora" else 0)
