@@ -178,7 +178,7 @@ def load_transformer(cls, model: ModelOptions, subfolder: str = "transformer", *
     )  # unquantized: stored dtype, cast below
     try:
         loaded = cls.from_single_file(
-            model.transformer_file,
+            without_comfyui_prefix(model.transformer_file),
             config=path,
             subfolder=subfolder,
             revision=model.revision,
@@ -192,6 +192,19 @@ def load_transformer(cls, model: ModelOptions, subfolder: str = "transformer", *
     if dtype is not None and not quantized:
         _cast_like_from_pretrained(loaded, dtype)
     return loaded
+
+
+def without_comfyui_prefix(path: str | os.PathLike) -> str | dict:
+    """What ``from_single_file`` is given for the file at ``path``: the path, or, when every key has ComfyUI's prefix
+    (its repackaged checkpoints), the tensors without it. diffusers' converters strip that prefix themselves, but
+    0.42.1's Lumina 2 converter (``convert_lumina2_to_diffusers``) re-keys the checkpoint and then looks the old keys
+    up, so a prefixed Lumina 2 file fails with a KeyError there."""
+    keys = header_keys(path)
+    if not keys or not all(k.startswith(COMFY_PREFIX) for k in keys):
+        return str(path)
+    from safetensors.torch import load_file
+
+    return {k[len(COMFY_PREFIX) :]: v for k, v in load_file(str(path)).items()}
 
 
 _SHAPE = re.compile(r"(\S+) expected shape (torch\.Size\(\[[^\]]*\]\)), but got (torch\.Size\(\[[^\]]*\]\))")

@@ -184,3 +184,18 @@ def test_a_bad_transformer_file_is_blamed_through_the_wan_loader(tiny_wan, tmp_p
     cfg = _parse(_argv(tiny_wan, tmp_path, "--family", "wan", "--transformer_file", str(file)))
     with pytest.raises(UserError, match=r"^--transformer_file .* another model or another size"):
         load_wan_components(get_family("wan").model, cfg, torch.device("cpu"))
+
+
+def test_a_comfyui_prefixed_file_is_handed_on_without_its_prefix(tmp_path):
+    """Every key behind ComfyUI's ``model.diffusion_model.``: the tensors without it (diffusers 0.42.1's Lumina 2
+    converter fails on the prefix itself); any other file: its path, as it is."""
+    from safetensors.torch import save_file
+
+    from dit_lora.modelfiles.single_file import COMFY_PREFIX, without_comfyui_prefix
+
+    weight = torch.arange(6.0).view(2, 3)
+    save_file({f"{COMFY_PREFIX}x_embedder.weight": weight}, str(tmp_path / "comfy.safetensors"))
+    save_file({"x_embedder.weight": weight, f"{COMFY_PREFIX}y.weight": weight.clone()}, str(tmp_path / "mixed.safetensors"))
+    handed = without_comfyui_prefix(tmp_path / "comfy.safetensors")
+    assert list(handed) == ["x_embedder.weight"] and torch.equal(handed["x_embedder.weight"], weight)
+    assert without_comfyui_prefix(tmp_path / "mixed.safetensors") == str(tmp_path / "mixed.safetensors")
