@@ -37,6 +37,9 @@ INFO = FamilyInfo(
     # at 1024 px the 2.6B model's step without it needs about 20 GiB of activations (`dit-lora plan`: 24.4 GiB peak
     # on 24 GB), with it 2.7 GiB
     gradient_checkpointing_default=True,
+    # --compile: the joint blocks' sequence is the batch's longest caption plus the image tokens, a length that
+    # changes with the captions (one static graph per length would soon pass dynamo's recompile limit)
+    compile_dynamic=True,
     # the refiners run first, on the caption and the image tokens alone, then the joint layers
     block_lists=("context_refiner", "noise_refiner", "layers"),
 )
