@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -76,6 +77,10 @@ class MaskedCaptionFlowLoss(DiffusionLoss):
         """The velocity ``eps - x0``."""
         return velocity_target(latents, noise)
 
+    def around_predict(self, comps: Components, batch: dict[str, Any]) -> AbstractContextManager:
+        """What holds while the transformer runs on ``batch`` (nothing here; Lumina 2: its caption counts)."""
+        return nullcontext()
+
     def compute_loss(
         self,
         comps: Components,
@@ -91,7 +96,8 @@ class MaskedCaptionFlowLoss(DiffusionLoss):
         embeds, mask = cut_text_padding(
             batch["prompt_embeds"], batch["prompt_attention_mask"], self.run_state(comps).text_tokens
         )
-        pred = self.predict(model, noisy, drawn.timesteps, embeds, mask)
+        with self.around_predict(comps, batch):
+            pred = self.predict(model, noisy, drawn.timesteps, embeds, mask)
         weighting = loss_weighting(options.weighting_scheme, drawn.sigmas)
         # --masked_loss: per latent pixel (the transformer patches inside)
         return weighted_or_masked_mse(pred, self.target(latents, drawn.noise), weighting, batch, cfg)

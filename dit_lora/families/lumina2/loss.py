@@ -13,7 +13,9 @@ levels the pipeline samples (its Euler steps walk the same shifted table).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 
@@ -25,9 +27,6 @@ from dit_lora.families.diffusion.caption_flow import (
     reversed_time,
 )
 from dit_lora.families.lumina2.state import run_state, tables
-
-if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
 
 
 def caption_counts(batch: dict[str, Any]) -> list[int]:
@@ -45,26 +44,20 @@ class Lumina2Loss(HostCaptionLengths, MaskedCaptionFlowLoss):
 
     run_state, tables = staticmethod(run_state), staticmethod(tables)
 
-    def compute_loss(
-        self,
-        comps: Components,
-        model: torch.nn.Module,
-        batch: dict[str, Any],
-        generator: torch.Generator,
-        cfg: TrainConfig,
-    ) -> torch.Tensor:
-        """The kit's loss, the batch's caption counts in the run state while the transformer runs."""
+    @contextmanager
+    def around_predict(self, comps: Components, batch: dict[str, Any]) -> Iterator[None]:
+        """The batch's caption counts in the run state while the transformer runs (its RoPE embedder's)."""
         state = run_state(comps)
         state.caption_counts = caption_counts(batch)
         try:
-            return super().compute_loss(comps, model, batch, generator, cfg)
+            yield
         finally:
             state.caption_counts = None
 
     def predict(
         self, model: torch.nn.Module, noisy: torch.Tensor, timesteps: torch.Tensor, embeds: torch.Tensor, mask
     ) -> torch.Tensor:
-        """Lumina2Transformer2DModel's output at ``1 - sigma``, the captions' boolean mask as the pipeline gives it."""
+        """Lumina2Transformer2DModel's output at ``1 - sigma``, the captions' mask as the pipeline gives it."""
         return model(
             hidden_states=noisy,
             timestep=reversed_time(timesteps),
