@@ -27,12 +27,16 @@ if TYPE_CHECKING:
 def decoding_in_vae_dtype(vae: Any) -> Iterator[None]:
     """While it lasts, ``vae.decode`` casts the latents to the VAE's dtype first: for a pipeline that decodes its
     latents in their own dtype (Lumina2Pipeline's bf16, from the caption embeddings) with the VAE kept in fp32."""
+    own = vars(vae).get("decode")  # a decode already set on this instance is given back as it was
     original = vae.decode
     vae.decode = lambda latents, *args, **kwargs: original(latents.to(vae.dtype), *args, **kwargs)
     try:
         yield
     finally:
-        del vae.decode
+        if own is None:
+            del vae.decode
+        else:
+            vae.decode = own
 
 
 class SquareImageSamples(DiffusionSamples):

@@ -12,7 +12,7 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.prompts import MASKED, CaptionLength, caption_length, pipeline_prompts
+from dit_lora.families.diffusion.prompts import CaptionLength, caption_length, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import encoder_identity
 
 if TYPE_CHECKING:
@@ -42,8 +42,9 @@ def system_prompt(cfg: TrainConfig) -> str:
 
 
 def recorded_system_prompt(text: TextSettings | None) -> str | None:
-    """The system prompt the run's text settings record (None before they are recorded: the pipeline's own)."""
-    return text.instruction[0] if text and text.instruction else None
+    """The system prompt the run's text settings record (their prefix, before ``PROMPT_START``; None before they are
+    recorded: the pipeline's own)."""
+    return text.prefix.removesuffix(PROMPT_START) if text and text.prefix else None
 
 
 class Lumina2Encoders(DiffusionEncoders):
@@ -51,11 +52,8 @@ class Lumina2Encoders(DiffusionEncoders):
     Lumina2Pipeline undoes them before decoding), and (``PromptText``) how a run encodes captions."""
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
-        """The run's caption length and system prompt (which the length counts, before every caption)."""
-        prompt = system_prompt(cfg)
-        return TextSettings(
-            max_sequence_length=max_sequence_length(cfg), instruction=(prompt,), prefix=prompt + PROMPT_START
-        )
+        """The run's caption length and the system prompt before every caption (which the length counts)."""
+        return TextSettings(max_sequence_length=max_sequence_length(cfg), prefix=system_prompt(cfg) + PROMPT_START)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype, caption length and system prompt (and a quantized
@@ -67,26 +65,34 @@ class Lumina2Encoders(DiffusionEncoders):
     def encode_prompts(
         self, comps: Components, captions: list[str], *, with_negative: bool = False
     ) -> dict[str, torch.Tensor]:
-        """Captions (and their masks) through Lumina2Pipeline's own ``encode_prompt`` at the run's settings; the
-        empty caption, without the system prompt (as the pipeline encodes its negative), as the negative. Beside
-        them each caption's token count on the host (``prompt_lengths``: :func:`host_lengths`)."""
+        """Captions (and their masks) as Lumina2Pipeline encodes them at the run's settings (:func:`encoded`), the
+        empty caption as the negative; beside each its token count on the host (``prompt_lengths``)."""
         text = comps.state.text if comps.state is not None else None
-        length = caption_length(text, max_sequence_length.default)
-        system = recorded_system_prompt(text)
-        out = pipeline_prompts(
-            comps,
-            "Lumina2Pipeline",
-            captions,
-            with_negative=with_negative,
-            keys=MASKED,
-            max_sequence_length=length,
-            system_prompt=system,
-        )
-        prefix = (system or default_system_prompt()) + PROMPT_START
-        out["prompt_lengths"] = host_lengths(comps, [prefix + caption for caption in captions], length)
+        length, system = caption_length(text, max_sequence_length.default), recorded_system_prompt(text)
+        embeds, mask, lengths = encoded(comps, captions, length, system)
+        out = {"prompt_embeds": embeds, "prompt_attention_mask": mask, "prompt_lengths": lengths}
         if with_negative:
-            out["negative_prompt_lengths"] = host_lengths(comps, [""] * len(captions), length)
+            negative = encoded(comps, [""] * len(captions), length, system)
+            out.update(
+                zip(("negative_prompt_embeds", "negative_prompt_attention_mask", "negative_prompt_lengths"), negative)
+            )
         return out
+
+
+def encoded(
+    comps: Components, captions: list[str], length: int, system: str | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(embeds, mask, lengths)`` of ``captions`` as Lumina2Pipeline encodes them: a caption through its
+    ``encode_prompt`` (the system prompt and ``PROMPT_START`` before it); the empty caption, the unconditional one
+    (``--caption_dropout_probability``'s, a caption-less image's), as the pipeline encodes its negative prompt, bare
+    (``_get_gemma_prompt_embeds("")``): what classifier-free guidance samples against. ``lengths``: each one's token
+    count from the tokenizer on the host, the mask's sum (:func:`host_lengths`)."""
+    pipe = text_pipeline(comps, "Lumina2Pipeline")
+    device = comps.encoders["text_encoder"].device
+    texts = [(system or default_system_prompt()) + PROMPT_START + c if c else "" for c in captions]
+    with torch.no_grad():
+        embeds, mask = pipe._get_gemma_prompt_embeds(texts, device=device, max_sequence_length=length)
+    return embeds, mask, host_lengths(comps, texts, length)
 
 
 def host_lengths(comps: Components, texts: list[str], length: int) -> torch.Tensor:

@@ -4,6 +4,7 @@ default resolution, and ``--demo``."""
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -58,6 +59,15 @@ class CountedMask:
         return list(self.counts)
 
 
+def _counted_forward(rope: Any, hidden_states: torch.Tensor, attention_mask: torch.Tensor):
+    """``Lumina2RotaryPosEmbed.forward`` given the run state's host counts while a loss runs, else as diffusers
+    wrote it (bound to each embedder: a deep copy of the components, as the plan makes one per setting, rebinds it
+    to the copied embedder and its copied state)."""
+    counts = rope.host_counts.caption_counts
+    mask = attention_mask if counts is None else CountedMask(attention_mask.shape, counts)
+    return type(rope).forward(rope, hidden_states, mask)
+
+
 def give_host_counts(transformer: Any, state: Lumina2Run) -> None:
     """Lumina2Transformer2DModel's RoPE embedder reads each caption's token count back from the mask
     (``attention_mask.sum(dim=1).tolist()``: the host waits for the device every step). While a loss is computed the
@@ -65,17 +75,8 @@ def give_host_counts(transformer: Any, state: Lumina2Run) -> None:
     full length), and the embedder is given them (:class:`CountedMask`); at any other time (the validation
     pipeline) it reads its mask as diffusers wrote it."""
     rope = transformer.rope_embedder
-    if getattr(rope, "host_counts", None) is state:
-        return
-    original = type(rope).forward.__get__(rope)
-
-    def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor):
-        counts = state.caption_counts
-        if counts is None:
-            return original(hidden_states, attention_mask)
-        return original(hidden_states, CountedMask(attention_mask.shape, counts))
-
-    rope.forward, rope.host_counts = forward, state
+    rope.host_counts = state
+    rope.forward = types.MethodType(_counted_forward, rope)
 
 
 class Lumina2Model(KitModel):

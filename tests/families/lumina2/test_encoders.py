@@ -1,7 +1,7 @@
 """Lumina 2's encoders: captions encoded as Lumina2Pipeline.encode_prompt encodes them (the system prompt and
-``<Prompt Start>`` before each, the second-to-last hidden state, the mask), the empty negative without the system
-prompt, a changed system prompt used and part of the cache's identity, and the caption-length report counting the
-prefix."""
+``<Prompt Start>`` before each, the second-to-last hidden state, the mask), the empty caption (the negative, the
+caption-dropout entry) as the pipeline's bare negative without the system prompt, a changed system prompt used and
+part of the cache's identity, and the caption-length report counting the prefix."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def test_the_system_prompt_is_in_the_text_settings_and_the_cache_identity():
     text = encoders.text_settings(plain)
     assert text.max_sequence_length == 256 and text.prefix == default_system_prompt() + PROMPT_START
     assert default_system_prompt().startswith("You are an assistant designed to generate superior images")
-    assert encoders.text_settings(own).instruction == ("Draw flat icons.",)
+    assert encoders.text_settings(own).prefix == "Draw flat icons." + PROMPT_START
+    assert text.instruction is None  # no instruction: the prefix is counted, nothing is taken off the length
     assert encoders.cache_identity(plain)["system_prompt"] != encoders.cache_identity(own)["system_prompt"]
 
 
@@ -61,7 +62,27 @@ def test_the_caption_report_counts_the_system_prompt(tiny_lumina2):
 
     cfg = TrainConfig.for_family("lumina2", pretrained_model_name_or_path=str(tiny_lumina2), max_sequence_length=40)
     counter, note = token_counter_for_model(cfg, get_spec("lumina2"))
-    assert note is None and counter.exact
+    assert note is None and counter.exact and counter.limit == 40  # the pipeline keeps all 40 tokens
     tokenizer = AutoTokenizer.from_pretrained(tiny_lumina2, subfolder="tokenizer")
     alone = len(tokenizer("a red circle").input_ids)
     assert counter.count(["a red circle"])[0] > alone + 20  # the system prompt's tokens counted with it
+
+
+def test_the_empty_caption_is_the_pipelines_bare_negative(tiny_lumina2):
+    """--caption_dropout_probability's entry (the empty caption, encoded alone or beside others) is what
+    Lumina2Pipeline samples classifier-free guidance against: "" without the system prompt."""
+    from diffusers import Lumina2Pipeline
+
+    from helpers import text_encoding
+
+    from dit_lora.registry import get_spec
+
+    comps, _ = text_encoding("lumina2", tiny_lumina2, max_sequence_length=48)
+    encoders = get_spec("lumina2").encoders
+    alone = encoders.encode_prompts(comps, [""])
+    mixed = encoders.encode_prompts(comps, ["a red circle", ""])
+    pipe = Lumina2Pipeline.from_pretrained(tiny_lumina2, torch_dtype=torch.float32)
+    _, _, negative, negative_mask = pipe.encode_prompt(["a red circle"], negative_prompt="", max_sequence_length=48)
+    for got, row in ((alone, 0), (mixed, 1)):
+        torch.testing.assert_close(got["prompt_embeds"][row], negative[0])
+        assert torch.equal(got["prompt_attention_mask"][row], negative_mask[0]) and got["prompt_lengths"][row] == 1

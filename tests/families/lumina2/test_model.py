@@ -65,3 +65,20 @@ def test_the_rope_embedder_takes_the_hosts_counts_during_a_loss_and_reads_its_ma
     assert all(torch.equal(a, b) for a, b in zip(given[1:4], read[1:4]))
     with pytest.raises(ValueError, match="caption axis"):
         CountedMask(mask.shape, [3, 6]).sum(dim=0)
+
+
+def test_a_deep_copy_of_the_components_gives_its_embedder_its_own_state():
+    """The plan deep-copies the components for each setting: the copied embedder reads the copied state."""
+    import copy
+
+    from dit_lora.contract.family import Components
+    from dit_lora.families.lumina2.demo import build_tiny_lumina2_components
+    from dit_lora.families.lumina2.model import give_host_counts
+    from dit_lora.families.lumina2.state import Lumina2Run
+
+    comps = Components(model=build_tiny_lumina2_components()["transformer"], scheduler=None, state=Lumina2Run())
+    give_host_counts(comps.model, comps.state)
+    twin = copy.deepcopy(comps)
+    twin.state.caption_counts = [2, 5]
+    out = twin.model.rope_embedder(torch.zeros(2, 4, 8, 8), torch.zeros(2, 6))  # the counts, not the zeros
+    assert out[4] == [2, 5] and comps.state.caption_counts is None
