@@ -253,30 +253,34 @@ def test_wan_compiles_blocks_once_per_bucket_and_matches_eager(aot_eager, two_bu
 
 
 @pytest.mark.slow
-def test_lumina2_compiles_once_for_captions_of_every_length(aot_eager, tmp_path):
-    """Lumina 2's joint blocks see the batch's longest caption plus the image tokens: four captions of four lengths,
-    one a batch, compile once (dynamic shapes, ``FamilyInfo.compile_dynamic``), with no graph break."""
+@pytest.mark.parametrize("family", ["lumina2", "zimage"])
+def test_caption_length_families_compile_once_for_captions_of_every_length(aot_eager, family, tmp_path):
+    """Lumina 2's and Z-Image's blocks see the captions' tokens beside the image's (Z-Image's padded to a multiple of
+    32): four captions of four lengths, one a batch, compile once (dynamic shapes, ``FamilyInfo.compile_dynamic``;
+    static ones compile again for each new length), with no graph break."""
     from accelerate.state import AcceleratorState
 
     from dit_lora.config import parse_config
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
     from dit_lora.families.lumina2.demo import build_tiny_lumina2_pipeline
+    from dit_lora.families.zimage.demo import build_tiny_zimage_pipeline
     from dit_lora.training.loop import train
 
-    model = build_tiny_lumina2_pipeline(tmp_path / "tiny-lumina2")
+    build = {"lumina2": build_tiny_lumina2_pipeline, "zimage": build_tiny_zimage_pipeline}[family]
+    model = build(tmp_path / f"tiny-{family}")
     data = make_shapes_dataset(tmp_path / "data", n=4, size=64, seed=0)
     rows = [json.loads(line) for line in (data / "metadata.jsonl").read_text().splitlines()]
     for i, row in enumerate(rows):
-        row["text"] += " with a square" * (2 * i)  # four different lengths
+        row["text"] += " with a square" * (12 * i)  # four lengths, 36 or more tokens apart
     (data / "metadata.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     args = base_args(model, data, tmp_path / "out", tmp_path / "cache", train_batch_size=1, max_train_steps=4,
-                     compile="blocks", max_sequence_length=64, attention_canary="false", family="lumina2")
+                     compile="blocks", max_sequence_length=256, attention_canary="false", family=family)
     AcceleratorState._reset_state(True)
     try:
         summary = train(parse_config(args))
     finally:
         AcceleratorState._reset_state(True)
     compiled = summary["compile"]
-    assert compiled["dynamic_shapes"] and compiled["regions"] == 4, compiled  # 2 joint + 1 + 1 refiner blocks
+    assert compiled["dynamic_shapes"] and compiled["regions"] == 4, compiled  # 2 layers + 1 + 1 refiner blocks
     assert compiled["steps_that_compiled"] == [1] and compiled["recompiles_after_warmup"] == 0, compiled
     assert compiled["graph_breaks"] == 0, compiled

@@ -46,6 +46,10 @@ INFO = FamilyInfo(
     # main layers, on the image and caption tokens alone) stay resident: swapping them saves little and they run
     # on shorter sequences.
     block_lists=("layers",),
+    # --compile: the blocks' sequence holds each caption padded to a multiple of 32 tokens, a length that changes
+    # with the captions (static shapes compiled again for every new length: 9 graphs for 4 lengths, and up to 16
+    # lengths a bucket would pass dynamo's recompile limit)
+    compile_dynamic=True,
 )
 
 
