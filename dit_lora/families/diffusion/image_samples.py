@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -91,6 +91,4 @@ class SquareImageSamples(DiffusionSamples):
 
     def decoding(self, pipe: Any) -> Any:
         """:func:`decoding_in_vae_dtype` of the pipeline's VAE where :attr:`cast_latents_for_vae` says so, else nothing."""
-        from contextlib import nullcontext
-
         return decoding_in_vae_dtype(pipe.vae) if self.cast_latents_for_vae else nullcontext()

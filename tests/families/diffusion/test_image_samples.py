@@ -63,3 +63,26 @@ def test_both_ways_draw_squares_with_the_familys_own_arguments():
     Samples(None).generate_with_pipeline(reloaded, "a cat", cfg, seed=0, num_images=3)
     (prompt, kwargs), = reloaded.calls
     assert prompt == ("a cat",) and kwargs["num_images_per_prompt"] == 3 and kwargs["height"] == 64
+
+
+def test_decoding_in_vae_dtype_casts_then_gives_back_the_decode_it_found():
+    """Latents reach the VAE's decode in its dtype while the context lasts; afterwards the class's decode (or a decode
+    already set on the instance) is back."""
+    import torch
+
+    from dit_lora.families.diffusion.image_samples import decoding_in_vae_dtype
+
+    class Vae:
+        dtype = torch.float32
+
+        def decode(self, latents):
+            return latents.dtype
+
+    vae = Vae()
+    with decoding_in_vae_dtype(vae):
+        assert vae.decode(torch.zeros(1, dtype=torch.bfloat16)) == torch.float32
+    assert "decode" not in vars(vae) and vae.decode(torch.zeros(1, dtype=torch.bfloat16)) == torch.bfloat16
+    own = vae.decode = lambda latents: "own"
+    with decoding_in_vae_dtype(vae):
+        assert vae.decode(torch.zeros(1)) == "own"
+    assert vae.decode is own

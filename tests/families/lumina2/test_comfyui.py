@@ -22,6 +22,7 @@ from dit_lora.families.lumina2.demo import get_tiny_lumina2_config
 from dit_lora.modeling import trainables
 from dit_lora.output.adapter import write_adapter
 from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
+from dit_lora.registry import get_family
 
 RANK, ALPHA = 4, 8
 #: ComfyUI's Lumina2 NextDiT at the tiny model's widths (comfy/ldm/lumina/model.py takes these)
@@ -57,8 +58,7 @@ def _trained(kind: str, targets=None):
 def _written(model, out):
     """The adapter as dit-lora writes it, then its ComfyUI export's tensors."""
     lora, backbone = trainables.split_trainable_state(model, [])
-    spec = SimpleNamespace(adapter=__import__("dit_lora.registry").registry.get_family("lumina2").adapter,
-                           adapter_extras=None)
+    spec = SimpleNamespace(adapter=get_family("lumina2").adapter, adapter_extras=None)
     write_adapter(spec, out, lora, model.peft_config["default"].to_dict(), backbone, [])
     (comfy_file,) = EXPORT.write(out)
     return comfy_file

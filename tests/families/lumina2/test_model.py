@@ -28,7 +28,7 @@ def test_sizes_and_caption_lengths_the_model_cannot_take_are_refused(tiny_lumina
         model.validate_config(cfg(resolution=72))
 
 
-def test_the_embedders_stay_out_of_quantization_and_the_default_size_is_the_models():
+def test_the_embedders_and_the_output_projection_stay_out_of_quantization():
     from dit_lora.config import TrainConfig
     from dit_lora.contract.spec import quantize_skip_modules
     from dit_lora.registry import get_spec
