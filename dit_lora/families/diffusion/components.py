@@ -42,7 +42,7 @@ from dit_lora.data.synthetic.shapes import (
     make_shapes_class_dataset,
     make_shapes_dataset,
 )
-from dit_lora.families.diffusion.demo_data import demo_data
+from dit_lora.families.diffusion.demo_data import add_control_images, demo_data
 from dit_lora.families.diffusion.latents import scaled_latents
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
@@ -502,7 +502,9 @@ class ShapesDemo:
     """``FamilySpec.demo``: the family's tiny random pipeline (``build(cfg)``, its ``demo.py``, at the run's
     ``--pretrained_model_name_or_path`` and of the family's demo options) and the shapes data set at ``size`` pixels
     (None: ``--resolution``; a function: the size it gives the run, after the build), captioned or, ``classes``, in
-    one folder per class (a class-conditional family's). Before anything is built or drawn: ``check(cfg)``, the
+    one folder per class (a class-conditional family's), with ``controls`` control images per sample named in its
+    metadata (an edit model's: :func:`~dit_lora.families.diffusion.demo_data.add_control_images`). Before anything
+    is built or drawn: ``check(cfg)``, the
     family's refusal of a ``--resolution`` its pipeline cannot take, then, where the shapes are drawn at
     ``--resolution``, the demo's own size range (:func:`~dit_lora.data.synthetic.shapes.check_demo_resolution`)."""
 
@@ -513,8 +515,9 @@ class ShapesDemo:
         check: Callable[[TrainConfig], None] | None = None,
         *,
         classes: bool = False,
+        controls: int = 0,
     ) -> None:
-        self.build, self.size, self.check, self.classes = build, size, check, classes
+        self.build, self.size, self.check, self.classes, self.controls = build, size, check, classes, controls
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images (a folder
@@ -529,4 +532,6 @@ class ShapesDemo:
         marker, make = (
             (SHAPES_CLASS_MARKER, make_shapes_class_dataset) if self.classes else (SHAPES_MARKER, make_shapes_dataset)
         )
-        demo_data(cfg, marker, lambda folder: make(folder, n=cfg.model.demo_num_images, size=size, seed=0))
+        drawn = demo_data(cfg, marker, lambda folder: make(folder, n=cfg.model.demo_num_images, size=size, seed=0))
+        if drawn and self.controls and cfg.data.train_data_dir:
+            add_control_images(cfg.data.train_data_dir, per_sample=self.controls)

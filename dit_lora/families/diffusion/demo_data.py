@@ -1,13 +1,16 @@
 """What every family's ``--demo`` shares: the nearest sizes a refused ``--resolution`` is told to use, the
 synthetic data drawn into an empty ``--train_data_dir`` (a folder the user filled is trained on as it is, and
-said), the tiny model's build refused where a folder of another's stands, and a video family's clips.
+said), the tiny model's build refused where a folder of another's stands, a video family's clips, and an edit
+model's control images beside the shapes.
 
 A family states only what differs: its stride, its refusal's reason, its data set's marker and how it draws it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dit_lora.core.errors import UserError
@@ -59,3 +62,25 @@ def demo_clips(cfg: TrainConfig, video: VideoFrames, size: int, fps: int) -> Non
     if cfg.data.train_data_dir:
         frames = max(b[0] for b in video.video_buckets(cfg))
         build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps)
+
+
+def add_control_images(folder: str | Path, per_sample: int = 1) -> Path:
+    """Give every row of a shapes data set's ``metadata.jsonl`` ``per_sample`` control images (``controls/``: the
+    image in grey, then mirrored), named in its ``control_image`` column (a list for several): an edit data set (Qwen-Image-Edit, FLUX.1 Kontext)."""
+    from PIL import Image, ImageOps
+
+    folder = Path(folder)
+    rows = [json.loads(line) for line in (folder / "metadata.jsonl").read_text().splitlines() if line.strip()]
+    (folder / "controls").mkdir(exist_ok=True)
+    for row in rows:
+        stem = Path(row["file_name"]).stem
+        with Image.open(folder / row["file_name"]) as image:
+            made = [ImageOps.grayscale(image).convert("RGB"), ImageOps.mirror(image.convert("RGB"))][:per_sample]
+        names = []
+        for index, control in enumerate(made):
+            name = f"controls/{stem}_{index}.png"
+            control.save(folder / name, format="PNG", optimize=False, compress_level=6)
+            names.append(name)
+        row["control_image"] = names[0] if per_sample == 1 else names
+    (folder / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder

@@ -65,11 +65,12 @@ def unpack(tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
     return grid.reshape(b, channels // 4, height, width)
 
 
-def latent_ids(height: int, width: int, device, dtype: torch.dtype) -> torch.Tensor:
-    """``FluxPipeline._prepare_latent_image_ids`` of a ``height x width`` token grid, ``(H*W, 3)`` rows ``(0, h, w)``,
-    built on ``device`` (the pipeline builds them on the host and copies them: a host copy per step)."""
-    zero = torch.zeros(1, dtype=torch.long, device=device)
-    grid = torch.cartesian_prod(zero, torch.arange(height, device=device), torch.arange(width, device=device))
+def latent_ids(height: int, width: int, device, dtype: torch.dtype, index: int = 0) -> torch.Tensor:
+    """``FluxPipeline._prepare_latent_image_ids`` of a ``height x width`` token grid, ``(H*W, 3)`` rows
+    ``(index, h, w)`` (``index`` 1: ``FluxKontextPipeline``'s control image), built on ``device`` (the pipeline builds
+    them on the host and copies them: a host copy per step)."""
+    first = torch.full((1,), index, dtype=torch.long, device=device)
+    grid = torch.cartesian_prod(first, torch.arange(height, device=device), torch.arange(width, device=device))
     return grid.to(dtype)
 
 
@@ -93,11 +94,12 @@ def packed_samples(
     *,
     keys: tuple[str, ...],
     text_parts: tuple[str, ...] = ("text_encoder", "tokenizer"),
+    **call: Any,
 ) -> list:
     """Validation images from the in-memory transformer through ``pipeline`` (its diffusers class name, built with the
     checkpoint's sampler and without its ``text_parts``): the cached conditioning ``keys`` each repeated per image
     (the pipeline repeats only what it encodes itself), the validation guidance scale, the packed latents decoded by
-    :func:`decode_packed` with the VAE moved in."""
+    :func:`decode_packed` with the VAE moved in; ``call``: the pipeline call's other arguments (Kontext's image)."""
     device, copies = next(model.parameters()).device, cfg.validation.num_validation_images
     with vae_on(comps, device) as vae:
         pipe: Any = model_class("diffusers", pipeline)(
@@ -106,5 +108,7 @@ def packed_samples(
         pipe.set_progress_bar_config(disable=True)
         embeds = {k: cond[k].to(device).repeat_interleave(copies, 0) for k in keys}
         guidance = cfg.validation.validation_guidance_scale
-        tokens: Any = square_images(pipe, cfg, seed, device, output_type="latent", guidance_scale=guidance, **embeds)
+        tokens: Any = square_images(
+            pipe, cfg, seed, device, output_type="latent", guidance_scale=guidance, **embeds, **call
+        )
         return decode_packed(pipe, vae, tokens, cfg.data.resolution, cfg.data.resolution)

@@ -15,7 +15,6 @@ width ``6 x z_dim``, three downsamples (8x, as the real VAE), a patch size of 2 
 from __future__ import annotations
 
 import inspect
-import json
 from pathlib import Path
 from typing import Any
 
@@ -160,25 +159,3 @@ def build_tiny_qwenimage_pipeline(path: str | Path, variant: str = "t2i", seed: 
     (an identical marker means nothing is rewritten) and atomic (built beside and renamed into place).
     """
     return tiny.build_pipeline(path, _tiny(variant, seed))
-
-
-def add_control_images(folder: str | Path, per_sample: int = 1) -> Path:
-    """Give every row of a shapes data set's ``metadata.jsonl`` ``per_sample`` control images (``controls/``: the
-    image in grey, then mirrored), named in its ``control_image`` column (a list for several): an edit data set."""
-    from PIL import Image, ImageOps
-
-    folder = Path(folder)
-    rows = [json.loads(line) for line in (folder / "metadata.jsonl").read_text().splitlines() if line.strip()]
-    (folder / "controls").mkdir(exist_ok=True)
-    for row in rows:
-        stem = Path(row["file_name"]).stem
-        with Image.open(folder / row["file_name"]) as image:
-            made = [ImageOps.grayscale(image).convert("RGB"), ImageOps.mirror(image.convert("RGB"))][:per_sample]
-        names = []
-        for index, control in enumerate(made):
-            name = f"controls/{stem}_{index}.png"
-            control.save(folder / name, format="PNG", optimize=False, compress_level=6)
-            names.append(name)
-        row["control_image"] = names[0] if per_sample == 1 else names
-    (folder / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return folder

@@ -13,8 +13,9 @@ As the pipelines condition (diffusers ``pipeline_qwenimage_edit.py``, ``pipeline
   target's tokens (the loss, :class:`EditLoss`). Edit-2511's ``zero_cond_t`` (the control tokens modulated at t = 0)
   is the transformer's own, from ``img_shapes``.
 
-Caption dropout, ``--random_flip`` and ``--cache_latents false`` are refused: the empty caption would be encoded
-without its images, a flipped target would face an unflipped control, and the uncached path encodes captions alone.
+Caption dropout, ``--random_flip`` and ``--cache_latents false`` are refused (``model.py``, the kit's
+``refuse_edit_options``): the empty caption would be encoded without its images, a flipped target would face an
+unflipped control, and the uncached path encodes captions alone.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from PIL import Image
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.data.transforms import crop_seed, preprocess_image
+from dit_lora.families.diffusion.edit_data import control_pixels, to_pil
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, QwenImageEncoders, QwenImageSetup, pad_text
 from dit_lora.families.qwenimage.loss import QwenImageLoss, pack_latents
 from dit_lora.families.qwenimage.samples import QwenImageSamples
@@ -48,12 +49,6 @@ def area_size(area: int, width: int, height: int) -> tuple[int, int]:
     ratio = width / height
     new_width = math.sqrt(area * ratio)
     return round(new_width / 32) * 32, round(new_width / ratio / 32) * 32
-
-
-def to_pil(pixels: torch.Tensor) -> Image.Image:
-    """``(3, H, W)`` in [-1, 1] -> an RGB image (what the text encoder's processor is given)."""
-    array = ((pixels.float().permute(1, 2, 0) + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8).cpu().numpy()
-    return Image.fromarray(array)
 
 
 def edit_pipeline(comps: Components, plus: bool, **parts: Any) -> Any:
@@ -109,23 +104,11 @@ class EditEncoders(QwenImageEncoders):
         (``control_latents``, ``(N, C, h, w)``), and its caption encoded with them; stacked over ``samples``."""
         rows: list[dict[str, torch.Tensor]] = []
         for sample in samples:
-            pixels = [self.control_pixels(comps, sample, path) for path in sample.conditions]
+            pixels = [control_pixels(sample, path, run_state(comps).crop) for path in sample.conditions]
             row = self.encode_edit_prompt(comps, sample.caption, [to_pil(p) for p in pixels])
             row["control_latents"] = self.encode_images(comps, torch.stack(pixels))[None]
             rows.append(row)
         return {k: torch.cat([r[k] for r in rows]) for k in rows[0]}
-
-    def control_pixels(self, comps: Components, sample, path: str) -> torch.Tensor:
-        """A control image as its sample's target is prepared: cover-resized to the bucket, the same crop window."""
-        center, seed = run_state(comps).crop
-        with Image.open(path) as image:
-            return preprocess_image(
-                image.convert("RGB"),
-                sample.bucket,
-                center_crop=center,
-                flip=False,
-                crop_rng_seed=crop_seed(seed, sample.key),
-            )
 
 
 class EditLoss(QwenImageLoss):
@@ -253,25 +236,3 @@ class EditSamples(QwenImageSamples):
                 num_inference_steps=cfg.validation.validation_inference_steps,
                 generator=torch.Generator(device=pipe.transformer.device).manual_seed(seed),
             ).images
-
-
-def refuse_unsupported(cfg: TrainConfig) -> None:
-    """Caption dropout, ``--random_flip`` and ``--cache_latents false`` are refused for the Edit models (module
-    docstring), one paragraph each."""
-    why = {
-        "--caption_dropout_probability": (
-            cfg.data.caption_dropout_probability > 0,
-            "the dropped caption is encoded once without the sample's control images",
-        ),
-        "--random_flip": (
-            cfg.data.random_flip,
-            "a flipped target would be trained against its unflipped control image",
-        ),
-        "--cache_latents false": (
-            not cfg.data.cache_latents,
-            "the control images are encoded into the latent cache only",
-        ),
-    }
-    for flag, (given, reason) in why.items():
-        if given:
-            raise UserError(f"{flag} is not supported for Qwen-Image-Edit: {reason}. Leave it at its default.")

@@ -110,7 +110,11 @@ class QwenImageData(TrimmedTextData):
         """The image handler; the Edit models' reads and checks the control images too."""
         if self.edit is None:
             return super().data_handler(cfg, spec)
-        # the edit handler lives beside the family's other modules; imported here to keep text-to-image's imports lean
-        from dit_lora.families.qwenimage.edit_data import EditMedia
+        # imported here to keep text-to-image's imports lean
+        from dit_lora.families.diffusion.edit_data import ControlFlags, EditMedia
 
-        return EditMedia(cfg, spec, single=self.edit == "edit")
+        flags = ControlFlags(
+            "qwen_control_column", "qwen_control_dir", "Qwen-Image-Edit",
+            ", or train Qwen-Image-Edit-2509/2511 (QwenImageEditPlusPipeline), which take several",
+        )  # fmt: skip
+        return EditMedia(cfg, spec, single=self.edit == "edit", flags=flags)

@@ -13,10 +13,10 @@ from dit_lora.data.synthetic.shapes import check_demo_resolution
 from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
 from dit_lora.families.diffusion.components import Fp32VaePrecision
 from dit_lora.families.diffusion.conditioning import check_validation_image
-from dit_lora.families.diffusion.demo_data import demo_data
+from dit_lora.families.diffusion.demo_data import add_control_images, demo_data
+from dit_lora.families.diffusion.edit_data import refuse_edit_options
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.qwenimage import demo as tiny_qwenimage  # looked up at call time: tests stand in the build
-from dit_lora.families.qwenimage.edit import refuse_unsupported
 from dit_lora.families.qwenimage.encoders import MAX_SEQUENCE_LENGTH, max_sequence_length
 from dit_lora.families.qwenimage.processor import load_processor
 from dit_lora.families.qwenimage.state import QwenImageRun
@@ -25,6 +25,8 @@ from dit_lora.modelfiles.pipeline_files import read_component_config
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
+#: why an Edit run refuses caption dropout (the kit refuses --random_flip and uncached latents for every edit model)
+DROPOUT = "the dropped caption is encoded once without the sample's control images"
 #: the latent stride: the VAE's 8x times the transformer's 2 x 2 patches (QwenImagePipeline's
 #: ``vae_scale_factor * 2``, what ``height`` and ``width`` must be divisible by)
 LATENT_STRIDE = 16
@@ -80,9 +82,9 @@ class QwenImageEditModel(QwenImageModel):
     Qwen2.5-VL sees the control images; the options an edit run cannot take refused."""
 
     def validate_config(self, cfg: TrainConfig) -> None:
-        """Text-to-image's checks, the refused options (``edit.refuse_unsupported``), a given ``--validation_image``."""
+        """Text-to-image's checks, the refused options (the kit's ``refuse_edit_options``), a given ``--validation_image``."""
         super().validate_config(cfg)
-        refuse_unsupported(cfg)
+        refuse_edit_options(cfg, "Qwen-Image-Edit", dropout=DROPOUT)
         check_validation_image(cfg, "take the first training sample's control image")
 
     def extra_encoders(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +121,7 @@ class QwenImageDefaults:
 
 class QwenImageDemo:
     """``FamilySpec.demo``: the tiny random Qwen-Image pipeline (``demo.py``) of the family's variant and the shapes
-    data set (for the Edit models with control images: ``demo.add_control_images``)."""
+    data set (for the Edit models with control images: the kit's ``add_control_images``)."""
 
     def __init__(self, variant: str = "t2i") -> None:
         self.variant = variant
@@ -131,4 +133,4 @@ class QwenImageDemo:
         tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.model.path, self.variant, seed=0)
         data = cfg.data.train_data_dir
         if data is not None and demo_data(cfg) and self.variant != "t2i":
-            tiny_qwenimage.add_control_images(data, per_sample=2 if self.variant == "edit_plus" else 1)
+            add_control_images(data, per_sample=2 if self.variant == "edit_plus" else 1)

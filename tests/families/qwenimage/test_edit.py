@@ -17,7 +17,7 @@ from dit_lora.contract.family import Components
 from dit_lora.contract.spec import configure
 from dit_lora.core.errors import UserError
 from dit_lora.catalogue.files import catalogue_of
-from dit_lora.families.qwenimage.edit import EditLoss, area_size, refuse_unsupported
+from dit_lora.families.qwenimage.edit import EditLoss, area_size
 from dit_lora.families.qwenimage.processor import load_processor
 from dit_lora.families.qwenimage.state import QwenImageRun
 from dit_lora.registry import get_family
@@ -30,7 +30,8 @@ CONFIG = ENTRIES[0].configs["scheduler/scheduler_config.json"]
 @pytest.fixture(scope="module")
 def tiny_edit_plus(tmp_path_factory):
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
-    from dit_lora.families.qwenimage.demo import add_control_images, build_tiny_qwenimage_pipeline
+    from dit_lora.families.diffusion.demo_data import add_control_images
+    from dit_lora.families.qwenimage.demo import build_tiny_qwenimage_pipeline
 
     root = tmp_path_factory.mktemp("edit")
     data = add_control_images(make_shapes_dataset(root / "data", n=2, size=32, seed=0), per_sample=2)
@@ -115,7 +116,12 @@ def test_validation_from_memory_is_the_reloaded_pipelines(tiny_edit_plus, monkey
     assert ours.size == (32, 32) and (a - b).abs().max() <= 1
 
 
-def test_options_an_edit_run_cannot_take():
+def test_options_an_edit_run_cannot_take(monkeypatch):
+    """Caption dropout too: Qwen2.5-VL encodes the caption with the control images (the kit refuses the others)."""
+    from dit_lora.families.qwenimage import model as qwen_model
+
+    monkeypatch.setattr(qwen_model.QwenImageModel, "validate_config", lambda self, cfg: None)
+    model = qwen_model.QwenImageEditModel(get_family("qwenimage_edit").info, qwen_model.PARTS)
     for flag, value in (("caption_dropout_probability", 0.1), ("random_flip", True), ("cache_latents", False)):
-        with pytest.raises(UserError, match="not supported for Qwen-Image-Edit"):
-            refuse_unsupported(TrainConfig.for_family("qwenimage_edit", **{flag: value}))
+        with pytest.raises(UserError, match=f"--{flag}.* not supported for Qwen-Image-Edit"):
+            model.validate_config(TrainConfig.for_family("qwenimage_edit", **{flag: value}))

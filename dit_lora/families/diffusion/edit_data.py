@@ -1,14 +1,17 @@
-"""The Qwen-Image-Edit data: each sample's control images, named by a metadata column, checked, and grouped with it.
+"""The diffusers family kit's edit data (Qwen-Image-Edit, FLUX.1 Kontext): each sample's control images, named by a
+metadata column, checked, and grouped with it.
 
 A row of ``metadata.jsonl`` / ``metadata.csv`` names its target image (``file_name``), its caption (the edit
 instruction) and its control image(s), relative to the metadata file's folder as ``file_name`` is: one path or a
 JSON list in ``control_image`` / ``control_images`` (this project), ``edit_image`` (DiffSynth-Studio),
 ``control_path`` or the numbered ``control_path_0``, ``control_path_1`` ... (musubi-tuner's JSONL), or the column
-``--qwen_control_column`` names; or, for a row naming none, the same-named image(s) in ``--qwen_control_dir``
-(musubi-tuner's ``control_directory``, ai-toolkit's ``control_path``: ``<stem>.png`` or ``<stem>_0.png``, ...). The control paths become the sample's ``conditions`` (hashed into its cache key, so
-a changed control image is encoded again); each control image is resized to cover the sample's bucket and cropped
-as the target is (musubi-tuner's default: controls at the target's size), so a batch of one bucket stacks. A sample
-whose control image is missing or unreadable stops the run in one paragraph naming it and its column.
+the family's column option names (:class:`ControlFlags`); or, for a row naming none, the same-named image(s) in the
+family's folder option (musubi-tuner's ``control_directory``, ai-toolkit's ``control_path``: ``<stem>.png`` or
+``<stem>_0.png``, ...). The control paths become the sample's ``conditions`` (hashed into its cache key, so a
+changed control image is encoded again); each control image is resized to cover the sample's bucket and cropped as
+the target is (musubi-tuner's default, and diffusers' ``train_dreambooth_lora_flux_kontext.py``: controls at the
+target's size), so a batch of one bucket stacks. A sample whose control image is missing or unreadable stops the run
+in one paragraph naming it and its column.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
 from PIL import Image
 
 from dit_lora.core.errors import UserError
@@ -28,14 +32,26 @@ from dit_lora.data.paths import FolderWalk, locate
 from dit_lora.data.prepare import ImageMedia
 from dit_lora.data.samples import name_some
 from dit_lora.data.sources import METADATA_FILENAMES, json_lines
+from dit_lora.data.transforms import crop_seed, preprocess_image
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
-#: the columns read when ``--qwen_control_column`` is unset, in this order (the first a metadata file has wins)
+#: the columns read when the family's column option is unset, in this order (the first a metadata file has wins)
 CONTROL_COLUMNS = ("control_image", "control_images", "edit_image", "control_path")
 #: musubi-tuner's numbered columns (``control_path_0``, ``control_path_1`` ...)
 _NUMBERED = re.compile(r"^control_path_(\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlFlags:
+    """How a family names its edit data: its column and folder options (their option names) and the model as messages
+    name it; ``several``: what to train instead when a sample names more control images than the model takes."""
+
+    column: str
+    folder: str
+    model: str
+    several: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +109,7 @@ def metadata_controls(root: str, column: str | None) -> dict[tuple[str, str], Co
 
 
 def folder_controls(folder: str, key: str) -> tuple[str, ...]:
-    """The control images of the sample ``key`` in ``folder`` (``--qwen_control_dir``), named as musubi-tuner's
+    """The control images of the sample ``key`` in ``folder`` (the family's folder option), named as musubi-tuner's
     control_directory and ai-toolkit's control_path name them: ``<stem>.<image ext>``, or ``<stem>_<N>.<image ext>``
     for several (in N's order); the key's subfolders apply. Only files inside ``folder`` (``paths.locate``)."""
     from dit_lora.data.sources import IMAGE_EXTENSIONS
@@ -130,6 +146,37 @@ def unreadable(path: str) -> str | None:
     return None
 
 
+def control_pixels(sample, path: str, crop: tuple[bool, int]) -> torch.Tensor:
+    """A control image prepared as its sample's target is: cover-resized to the bucket, the same crop window
+    (``crop``: the run's ``(center_crop, seed)``), never flipped; ``(3, H, W)`` in [-1, 1]."""
+    center, seed = crop
+    with Image.open(path) as image:
+        return preprocess_image(
+            image.convert("RGB"),
+            sample.bucket,
+            center_crop=center,
+            flip=False,
+            crop_rng_seed=crop_seed(seed, sample.key),
+        )
+
+
+def fitted_control(path: str, resolution: int) -> torch.Tensor:
+    """A validation control image prepared as a centre-cropped target of the ``resolution`` square bucket is,
+    ``(3, H, W)`` in [-1, 1]; one paragraph when it cannot be read."""
+    try:
+        with Image.open(path) as image:
+            rgb = image.convert("RGB")
+    except OSError as err:
+        raise UserError(f"The validation control image `{path}` cannot be read as an image ({err}).") from None
+    return preprocess_image(rgb, (resolution, resolution), center_crop=True, flip=False, crop_rng_seed=0)
+
+
+def to_pil(pixels: torch.Tensor) -> Image.Image:
+    """``(3, H, W)`` in [-1, 1] -> an RGB image (what a pipeline is given as the image to edit)."""
+    array = ((pixels.float().permute(1, 2, 0) + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8).cpu().numpy()
+    return Image.fromarray(array)
+
+
 def kept_area(size: tuple[int, int], bucket: tuple[int, int]) -> float:
     """The share of an image of ``size`` (width, height) left after resizing it to cover ``bucket`` (height, width)
     and cropping the centre to it."""
@@ -157,34 +204,39 @@ class EditMedia(ImageMedia):
     """The image handler of the Edit families: every sample with its control images (``conditions``), a batch of one
     bucket and one control count."""
 
-    def __init__(self, cfg: TrainConfig, spec, *, single: bool) -> None:
+    def __init__(self, cfg: TrainConfig, spec, *, single: bool, flags: ControlFlags) -> None:
         super().__init__(cfg, spec)
-        self.single = single  # QwenImageEditPipeline takes exactly one image
+        self.single = single  # the pipeline takes exactly one image (QwenImageEditPipeline, FluxKontextPipeline)
+        self.flags = flags
         self._controls: dict[tuple[str, str], Controls] | None = None
 
     def for_source(self, cfg: TrainConfig) -> EditMedia:
         """This handler reading ``cfg``'s data source (the held-out folder): its control images read anew there."""
-        return EditMedia(cfg, self.spec, single=self.single)
+        return EditMedia(cfg, self.spec, single=self.single, flags=self.flags)
+
+    def option(self, kind: str) -> str | None:
+        """The run's value of the family's ``column`` or ``folder`` option."""
+        return getattr(self.cfg.family_options, getattr(self.flags, kind))
 
     def controls(self) -> dict[tuple[str, str], Controls]:
         """Every metadata row's control images (read once per handler)."""
         if self._controls is None:
             if not self.cfg.data.train_data_dir:
                 raise UserError(
-                    "Qwen-Image-Edit reads each sample's control images from a metadata column of --train_data_dir "
-                    "(--dataset_name is not read for them): put the images and a metadata.jsonl with `file_name`, "
-                    "`text` and `control_image` in a folder."
+                    f"{self.flags.model} reads each sample's control images from a metadata column of "
+                    "--train_data_dir (--dataset_name is not read for them): put the images and a metadata.jsonl with "
+                    "`file_name`, `text` and `control_image` in a folder."
                 )
             root = os.fspath(self.cfg.data.train_data_dir)
-            self._controls = metadata_controls(root, self.cfg.family_options.qwen_control_column)
+            self._controls = metadata_controls(root, self.option("column"))
         return self._controls
 
     def excluded_keys(self) -> frozenset[str]:
-        """The control images inside the data folder (named by metadata rows, or in a ``--qwen_control_dir`` inside
+        """The control images inside the data folder (named by metadata rows, or in the folder option's folder inside
         it): no samples of their own."""
         root = os.path.abspath(os.fspath(self.cfg.data.train_data_dir or "."))
         paths = {p for c in self.controls().values() for p in c.paths}
-        folder = self.cfg.family_options.qwen_control_dir
+        folder = self.option("folder")
         if folder:
             paths |= {os.path.join(d, f) for d, _, files in os.walk(os.path.abspath(folder)) for f in files}
         keys = (os.path.relpath(p, root).replace(os.sep, "/") for p in paths)
@@ -194,13 +246,12 @@ class EditMedia(ImageMedia):
         """The samples, each with the control images its metadata row names (a paragraph when any has none)."""
         found = self.controls()
         samples = super().list_samples()
-        column = self.cfg.family_options.qwen_control_column
+        column, folder = self.option("column"), self.option("folder")
         out, missing = [], []
-        folder = self.cfg.family_options.qwen_control_dir
         for sample in samples:
             controls = found.get((sample.key, sample.caption)) or found.get((sample.key, ""))
             if (controls is None or not controls.paths and controls.refused is None) and folder:
-                controls = Controls(folder_controls(folder, sample.key), "--qwen_control_dir")
+                controls = Controls(folder_controls(folder, sample.key), f"--{self.flags.folder}")
             if controls is None or not controls.paths and controls.refused is None:
                 missing.append(sample.key)
                 continue
@@ -211,24 +262,23 @@ class EditMedia(ImageMedia):
             named = f"`{column}`" if column else "any of " + ", ".join(f"`{c}`" for c in CONTROL_COLUMNS)
             raise UserError(
                 f"{len(missing)} sample(s) of --train_data_dir have no control image in {named} of their metadata "
-                f"row{' nor in --qwen_control_dir' if folder else ''}: {name_some(missing)}. An edit model learns to "
-                'turn its control image(s) into the target: give each row one, e.g. {"file_name": "after.png", '
+                f"row{f' nor in --{self.flags.folder}' if folder else ''}: {name_some(missing)}. An edit model learns "
+                'to turn its control image(s) into the target: give each row one, e.g. {"file_name": "after.png", '
                 '"text": "make it red", "control_image": "before.png"} (a list for several), relative to the metadata '
-                "file, name the column with --qwen_control_column, or put same-named images in a folder given as "
-                "--qwen_control_dir."
+                f"file, name the column with --{self.flags.column}, or put same-named images in a folder given as "
+                f"--{self.flags.folder}."
             )
         return out
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
         """The targets screened and bucketed as every image is; then every control image checked (one paragraph)."""
         usable = super().screen(samples, log=log, quarantine=quarantine)
-        column = self.cfg.family_options.qwen_control_column or "control_image"
+        column = self.option("column") or "control_image"
         for sample in usable:
             if self.single and len(sample.conditions) != 1:
                 raise UserError(
-                    f"`{sample.key}` names {len(sample.conditions)} control images in `{column}`; Qwen-Image-Edit "
-                    "(QwenImageEditPipeline) takes exactly one. Give it one, or train Qwen-Image-Edit-2509/2511 "
-                    "(QwenImageEditPlusPipeline), which take several."
+                    f"`{sample.key}` names {len(sample.conditions)} control images in `{column}`; {self.flags.model} "
+                    f"({self.spec.info.pipeline_class_name}) takes exactly one. Give it one{self.flags.several}."
                 )
             for path in sample.conditions:
                 problem = unreadable(path)
@@ -251,3 +301,23 @@ class EditMedia(ImageMedia):
         kinds = {k: i for i, k in enumerate(sorted({(self.size_of(s), len(s.conditions)) for s in samples}))}
         groups = [kinds[(self.size_of(s), len(s.conditions))] for s in samples]
         return groups if len(set(groups)) > 1 else None
+
+
+def refuse_edit_options(cfg: TrainConfig, model: str, *, dropout: str | None = None) -> None:
+    """``--random_flip`` and ``--cache_latents false`` are refused for an edit model in one paragraph each (a flipped
+    target would face its unflipped control; the control images are encoded into the latent cache only), and caption
+    dropout where the model encodes its caption with its control images (``dropout``: why)."""
+    why = {
+        "--caption_dropout_probability": (dropout is not None and cfg.data.caption_dropout_probability > 0, dropout),
+        "--random_flip": (
+            cfg.data.random_flip,
+            "a flipped target would be trained against its unflipped control image",
+        ),
+        "--cache_latents false": (
+            not cfg.data.cache_latents,
+            "the control images are encoded into the latent cache only",
+        ),
+    }
+    for flag, (given, reason) in why.items():
+        if given:
+            raise UserError(f"{flag} is not supported for {model}: {reason}. Leave it at its default.")

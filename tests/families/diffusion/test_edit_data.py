@@ -1,4 +1,4 @@
-"""families/qwenimage/edit_data.py: control images from the metadata columns of the trainers people come from, the
+"""families/diffusion/edit_data.py (Qwen-Image-Edit's and FLUX.1 Kontext's): control images from the metadata columns of the trainers people come from, the
 control files left out of the samples, a changed control image a new cache entry, bad controls one paragraph."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from PIL import Image
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families.qwenimage.edit_data import EditMedia, metadata_controls
+from dit_lora.families.diffusion.edit_data import EditMedia, metadata_controls
 from dit_lora.registry import get_spec
 
 
@@ -25,7 +25,8 @@ def _folder(tmp_path, rows, controls=("c1.png", "c2.png")):
 
 def _media(tmp_path, family="qwenimage_edit_plus", **options):
     cfg = TrainConfig.for_family(family, train_data_dir=str(tmp_path), resolution=32, **options)
-    return EditMedia(cfg, get_spec(family), single=family == "qwenimage_edit")
+    spec = get_spec(family)
+    return spec.data.data_handler(cfg, spec)
 
 
 @pytest.mark.parametrize("row", [
@@ -112,7 +113,7 @@ def test_the_control_images_crop_is_said():
 
     from PIL import Image
 
-    from dit_lora.families.qwenimage.edit_data import control_crop_line, kept_area
+    from dit_lora.families.diffusion.edit_data import control_crop_line, kept_area
 
     assert kept_area((64, 64), (64, 64)) == 1.0 and kept_area((128, 64), (64, 64)) == 0.5
     assert kept_area((60, 64), (64, 64)) == 60 / 64
@@ -125,3 +126,4 @@ def test_the_control_images_crop_is_said():
     samples = [SimpleNamespace(conditions=(str(folder / "square.png"), str(folder / "wide.png")), bucket=(64, 64))]
     line = control_crop_line(samples)
     assert line.startswith("control images: 2 for 1 samples") and "1 lose more than 10%" in line
+
