@@ -118,14 +118,24 @@ def _flux2():
     return Flux2Loss(None), comps, batch, Probe((B, H * W, C)), lambda g: unpack(g, H, W)
 
 
-def _flux():
+def _flux(kontext: bool = False):
     from dit_lora.families.diffusion.packed import unpack
+    from dit_lora.families.flux.edit import KontextLoss
     from dit_lora.families.flux.loss import FluxLoss
     from dit_lora.families.flux.state import FluxRun
 
     comps = Components(model=None, state=FluxRun(scheduler_config={}, guidance_embeds=False))
     batch = {"prompt_embeds": torch.zeros(B, 3, 8), "pooled_prompt_embeds": torch.zeros(B, 4)}
-    return FluxLoss(None), comps, batch, Probe((B, (H // 2) * (W // 2), 4 * C)), lambda g: unpack(g, H, W)
+    tokens = (H // 2) * (W // 2)
+    if kontext:  # the control's tokens follow the target's, context only
+        batch["control_latents"] = torch.randn(B, C, H, W)
+
+    def to_grid(g):
+        assert (g[:, tokens:] == 0).all()  # the control's tokens get no gradient
+        return unpack(g[:, :tokens], H, W)
+
+    probe = Probe((B, tokens * (2 if kontext else 1), 4 * C))
+    return (KontextLoss if kontext else FluxLoss)(None), comps, batch, probe, to_grid
 
 
 def _chroma():
@@ -157,6 +167,7 @@ FAMILIES = {
     "zimage": _zimage,
     "flux2": _flux2,
     "flux": _flux,
+    "flux_kontext": lambda: _flux(kontext=True),
     "chroma": _chroma,
     "lumina2": _lumina2,
 }

@@ -1,13 +1,15 @@
-"""The FLUX.1 family (FLUX.1 [dev]; ``--family flux.1`` is read as ``flux``): everything about this model lives here."""
+"""The FLUX.1 family (FLUX.1 [dev]; ``--family flux.1`` is read as ``flux``; FLUX.1 Kontext [dev] as
+``flux_kontext``): everything about these models lives here."""
 
 from dit_lora.registry import FamilyEntry
 
 # "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
 ENTRY = FamilyEntry.in_package(
     __name__,
-    names=("flux",),
+    names=("flux", "flux_kontext"),
     aliases=("flux.1", "flux1"),
     spec="flux_spec",
-    options="FluxOptions",
-    pipelines=("FluxPipeline",),
+    options={"flux": "FluxOptions", "flux_kontext": "KontextOptions"},
+    pipelines={"flux": ("FluxPipeline",), "flux_kontext": ("FluxKontextPipeline",)},
+    demo_configs=("flux/demo.yaml", "flux/kontext_demo.yaml"),
 )

@@ -8,6 +8,7 @@ a FLUX.1 model under ``transformer.`` through ``comfy.utils.flux_to_diffusers``,
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args
@@ -22,14 +23,27 @@ class FluxCard(KitCard):
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """FluxPipeline with the adapter loaded, one image at the run's validation settings (its guidance, and the
-        caption length when it is not the pipeline's)."""
+        caption length when it is not the pipeline's); Kontext's edits an image, at the run's area."""
         *size_and_steps, seed = image_call_args(cfg)
+        edit = self.info.pipeline_class_name == "FluxKontextPipeline"
+        source = json.dumps(getattr(cfg.family_options, "validation_image", None) or "before.png")
+        area = cfg.data.resolution**2
+        # FluxKontextPipeline fits height x width into max_area (default 1024 x 1024): a smaller run states its own
+        image_args = ["image=image,", *([f"max_area={area},"] if area != 1024**2 else [])] if edit else []
         return Snippet(
             pipeline=self.info.pipeline_class_name,
             base=cfg.model.path,
             repo=repo_or_dir,
+            imports=["from diffusers.utils import load_image\n"] if edit else [],
+            before_call=f"image = load_image({source})  # the image to edit\n" if edit else "",
             to_comment="  # or pipe.enable_model_cpu_offload()",
-            call_args=[f"prompt={self.prompt(cfg)},", *size_and_steps, *max_sequence_length.snippet_args(cfg), seed],
+            call_args=[
+                f"prompt={self.prompt(cfg)},",
+                *image_args,
+                *size_and_steps,
+                *max_sequence_length.snippet_args(cfg),
+                seed,
+            ],
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:

@@ -29,13 +29,19 @@ def build_clip_tokenizer():
     return tiny.clip_tokenizer((" ".join(words), *words), 400)
 
 
+#: each demo variant's pipeline class (Kontext's tiny model is [dev]'s, saved as a FluxKontextPipeline)
+PIPELINES = {"dev": "FluxPipeline", "kontext": "FluxKontextPipeline"}
+
+
 def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
-    """The tiny ``FluxPipeline`` (fp32)."""
-    config = DEMO.read().variant(variant)
+    """The tiny ``FluxPipeline`` or ``FluxKontextPipeline`` (fp32; the same modules)."""
+    if variant not in PIPELINES:
+        raise ValueError(f"unknown tiny FLUX.1 variant {variant!r}; choose from {', '.join(PIPELINES)}")
+    config = DEMO.read().variant("dev")
     clip_ids = {"bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id", "pad_token_id": "pad_token_id"}
     t5_ids = {"pad_token_id": "pad_token_id", "eos_token_id": "eos_token_id", "decoder_start_token_id": "pad_token_id"}
     return tiny.TinyPipeline(
-        pipeline="diffusers:FluxPipeline",
+        pipeline=f"diffusers:{PIPELINES[variant]}",
         marker={"kind": "flux", "variant": variant, "seed": seed, "version": TINY_FLUX_VERSION},
         seed=seed,
         tokenizer=build_clip_tokenizer,
@@ -60,6 +66,6 @@ def build_tiny_flux_components(variant: str = "dev", seed: int = 0) -> dict[str,
 
 
 def build_tiny_flux_pipeline(path: str | Path, variant: str = "dev", seed: int = 0) -> Path:
-    """Write a random tiny ``FluxPipeline`` to ``path`` and return it; idempotent (a marker names variant, seed and
+    """Write a random tiny ``FluxPipeline`` (``variant`` kontext: ``FluxKontextPipeline``) to ``path`` and return it; idempotent (a marker names variant, seed and
     version) and atomic (built beside and renamed into place)."""
     return tiny.build_pipeline(path, _tiny(variant, seed))

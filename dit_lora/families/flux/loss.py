@@ -25,17 +25,26 @@ class FluxLoss(GuidedFlowLoss):
         """One token per 2x2 patch."""
         return (latents.shape[-2] // 2) * (latents.shape[-1] // 2)
 
+    def image_sequence(
+        self, noisy: torch.Tensor, batch: dict[str, Any], dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The transformer's image tokens and their ids: the noisy latents packed (Kontext appends its control's)."""
+        height, width = noisy.shape[-2:]
+        return pack(noisy), latent_ids(height // 2, width // 2, noisy.device, dtype)
+
     def predict(self, model, noisy: torch.Tensor, sigmas: torch.Tensor, guidance, batch: dict[str, Any]):
-        """The packed tokens, T5's embeddings and CLIP's pooled one, the ids; the prediction unpacked."""
+        """The image tokens, T5's embeddings and CLIP's pooled one, the ids; the target's tokens of the prediction
+        unpacked."""
         embeds, (height, width) = batch["prompt_embeds"], noisy.shape[-2:]
+        hidden, ids = self.image_sequence(noisy, batch, embeds.dtype)
         pred = model(
-            hidden_states=pack(noisy),
+            hidden_states=hidden,
             encoder_hidden_states=embeds,
             pooled_projections=batch["pooled_prompt_embeds"],
             timestep=sigmas,
             guidance=guidance,
             txt_ids=torch.zeros(embeds.shape[1], 3, device=noisy.device, dtype=embeds.dtype),
-            img_ids=latent_ids(height // 2, width // 2, noisy.device, embeds.dtype),
+            img_ids=ids,
             return_dict=False,
         )[0]
-        return unpack(pred, height, width)
+        return unpack(pred[:, : self.image_tokens(noisy)], height, width)

@@ -84,10 +84,17 @@ PARTS = PipelineParts(
 )
 
 
-def build_demo(cfg: TrainConfig) -> None:
-    """``FamilySpec.demo``'s model: the tiny random FluxPipeline (``demo.py``)."""
-    tiny_flux.build_tiny_flux_pipeline(cfg.model.path, seed=0)
+def build_demo(cfg: TrainConfig, variant: str = "dev") -> None:
+    """``FamilySpec.demo``'s model: the tiny random FluxPipeline (``variant`` kontext: FluxKontextPipeline;
+    ``demo.py``)."""
+    tiny_flux.build_tiny_flux_pipeline(cfg.model.path, variant, seed=0)
+
+
+def _check(cfg: TrainConfig) -> None:
+    check_resolution(cfg.data.resolution)
 
 
 #: ``FamilySpec.demo``: the tiny FLUX.1 [dev] and the shapes, ``--resolution`` checked first
-DEMO = ShapesDemo(build_demo, check=lambda cfg: check_resolution(cfg.data.resolution))
+DEMO = ShapesDemo(build_demo, check=_check)
+#: Kontext's: the tiny FluxKontextPipeline, each shape with its control image (the shape in grey)
+KONTEXT_DEMO = ShapesDemo(lambda cfg: build_demo(cfg, "kontext"), check=_check, controls=1)

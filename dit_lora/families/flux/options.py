@@ -1,11 +1,12 @@
-"""FLUX.1's own options (``--family flux``): the timestep shift and the guidance fed to the guidance embedding."""
+"""FLUX.1's own options (``--family flux``, ``flux_kontext``): the timestep shift, the guidance fed to the guidance
+embedding, and Kontext's control images."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from dit_lora.config.schema import FINITE, POSITIVE, opt
-from dit_lora.modeling.timestep_options import FlowMatchingOptions
+from dit_lora.modeling.timestep_options import ConditioningImageOptions, FlowMatchingOptions
 
 
 @dataclass(frozen=True)
@@ -13,7 +14,7 @@ class FluxOptions(FlowMatchingOptions):
     """Options only FLUX.1 reads (``--weighting_scheme``, ``--logit_mean``/``--logit_std``, ``--mode_scale`` come from
     the shared flow-matching group)."""
 
-    TITLE = "flux options (--family flux)"
+    TITLE = "flux options (--family flux or flux_kontext)"
 
     flux_shift: float | None = opt(
         None,
@@ -34,4 +35,30 @@ class FluxOptions(FlowMatchingOptions):
         section="flux",
         resume="fixed",
         valid=FINITE,
+    )
+
+
+@dataclass(frozen=True)
+class KontextOptions(FluxOptions, ConditioningImageOptions):
+    """FLUX.1 Kontext (``--family flux_kontext``): FLUX.1's options, the validation control image and where each
+    sample's control image is named."""
+
+    TITLE = "flux_kontext options (--family flux_kontext)"
+
+    cond_image_column: str | None = opt(
+        None,
+        "FLUX.1 Kontext: the metadata column naming each sample's control image (the image to edit; a path relative "
+        "to the metadata file), diffusers' train_dreambooth_lora_flux_kontext.py flag. Default: the first of "
+        "`control_image`, `control_images`, `edit_image` (DiffSynth-Studio), `control_path` and musubi-tuner's "
+        "`control_path_0` that a row fills.",
+        section="flux",
+        resume="fixed",
+    )
+    cond_image_dir: str | None = opt(
+        None,
+        "FLUX.1 Kontext: a folder of control images named as the targets, as musubi-tuner's control_directory and "
+        "ai-toolkit's control_path lay them out (`<target stem>.<any image extension>`, subfolders as under "
+        "--train_data_dir). Used for the samples whose metadata row names no control image.",
+        section="flux",
+        resume="fixed",
     )

@@ -21,14 +21,21 @@ class FluxSamples(DiffusionSamples):
     """``FamilySpec.samples``: ``FluxPipeline`` at ``--resolution``, the validation guidance fed to its guidance
     embedding."""
 
+    #: the diffusers pipeline the samples come from
+    pipeline = "FluxPipeline"
+
+    def call_kwargs(self, comps: Components | None, cfg: TrainConfig) -> dict[str, Any]:
+        """What the pipeline call takes beside the prompt and the run's settings (Kontext: its control image)."""
+        return {}
+
     def generate(
         self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
     ) -> list:
         """Images from the in-memory transformer and the validation prompt's embeddings, each repeated per image
         (the pipeline repeats only what it encodes itself), the VAE moved in to decode."""
         return packed_samples(
-            comps, model, "FluxPipeline", cond, cfg, seed, keys=("prompt_embeds", "pooled_prompt_embeds"),
-            text_parts=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"),
+            comps, model, self.pipeline, cond, cfg, seed, keys=("prompt_embeds", "pooled_prompt_embeds"),
+            text_parts=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"), **self.call_kwargs(comps, cfg),
         )  # fmt: skip
 
     def generate_with_pipeline(
@@ -39,5 +46,6 @@ class FluxSamples(DiffusionSamples):
             "num_images_per_prompt": num_images,
             "guidance_scale": cfg.validation.validation_guidance_scale,
             "max_sequence_length": max_sequence_length(cfg),
+            **self.call_kwargs(comps, cfg),
         }
         return square_images(pipe, cfg, seed, pipe.transformer.device, prompt=prompt, **kwargs)

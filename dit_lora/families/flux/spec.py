@@ -1,11 +1,12 @@
-"""FLUX.1 [dev] (diffusers ``FluxTransformer2DModel`` / ``FluxPipeline``): its
-:class:`~dit_lora.contract.spec.FamilySpec`.
+"""FLUX.1 [dev] and FLUX.1 Kontext [dev] (diffusers ``FluxTransformer2DModel`` / ``FluxPipeline``,
+``FluxKontextPipeline``): their :class:`~dit_lora.contract.spec.FamilySpec`.
 
 The components live beside this file, one module each: ``model.py`` (checks, [schnell] refused, loading, precision,
 buckets, demo), ``encoders.py`` (the FLUX VAE's shifted and scaled latents, T5's hidden states and CLIP's pooled
 output through the pipeline's own ``encode_prompt``), ``loss.py`` (rectified flow with the dynamic shift and the
-guidance embedding fed a fixed value), ``samples.py``, ``plan.py``, ``adapter.py`` (the model card); what a run
-decides is its ``FluxRun`` (``state.py``). Precision: transformer, CLIP and T5 in bf16, the VAE in fp32. Fused
+guidance embedding fed a fixed value), ``samples.py``, ``plan.py``, ``adapter.py`` (the model card), ``edit.py``
+(what Kontext changes: the control image in the data, the cache, the step and the samples); what a run decides is
+its ``FluxRun`` (``state.py``). Precision: transformer, CLIP and T5 in bf16, the VAE in fp32. Fused
 kernels: no block of its own is patched; the generic points patch its q/k ``RMSNorm``s and ``LayerNorm``s.
 """
 
@@ -17,41 +18,56 @@ from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.diffusion.packed import BUCKETS, LORA_LAYERS
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.flux.adapter import FluxCard
+from dit_lora.families.flux.edit import KontextModel, kontext_parts
 from dit_lora.families.flux.encoders import FluxEncoders
 from dit_lora.families.flux.loss import FluxLoss
-from dit_lora.families.flux.model import DEMO, PARTS, FluxModel
+from dit_lora.families.flux.model import DEMO, KONTEXT_DEMO, PARTS, FluxModel
 from dit_lora.families.flux.plan import FluxPlan
 from dit_lora.families.flux.samples import FluxSamples
 from dit_lora.families.flux.state import run_state
 
-#: what the model card, the loader and the levers say about FLUX.1
-INFO = FamilyInfo(
-    pipeline_class_name="FluxPipeline",
-    card_tags=("text-to-image", "diffusers", "flux", "diffusers-training"),
-    default_lora_layers=LORA_LAYERS,  # diffusers' train_dreambooth_lora_flux.py default
-    text_encoder_label="CLIP-L / T5-XXL",
-    # at 1024 px the 12B model's step holds 46.9 GiB without it and 24.7 GiB with it (`dit-lora plan`): on by
-    # default, as for Z-Image, so a 48 GB card fits the catalogue's defaults
-    gradient_checkpointing_default=True,
-    block_lists=("transformer_blocks", "single_transformer_blocks"),
-)
+#: each registry name's pipeline and model-card task
+VARIANTS = {"flux": ("FluxPipeline", "text-to-image"), "flux_kontext": ("FluxKontextPipeline", "image-to-image")}
+
+
+def family_info(name: str) -> FamilyInfo:
+    """What the model card, the loader and the levers say about ``name``."""
+    pipeline, task = VARIANTS[name]
+    return FamilyInfo(
+        pipeline_class_name=pipeline,
+        card_tags=(task, "diffusers", "flux", "diffusers-training"),
+        pipeline_tag=task,
+        default_lora_layers=LORA_LAYERS,  # diffusers' train_dreambooth_lora_flux.py default
+        text_encoder_label="CLIP-L / T5-XXL",
+        # at 1024 px the 12B model's step holds 46.9 GiB without it and 24.7 GiB with it (`dit-lora plan`): on by
+        # default, as for Z-Image, so a 48 GB card fits the catalogue's defaults
+        gradient_checkpointing_default=True,
+        block_lists=("transformer_blocks", "single_transformer_blocks"),
+    )
+
+
+#: FLUX.1 [dev]'s
+INFO = family_info("flux")
 
 
 def flux_spec(name: str = "flux") -> FamilySpec:
-    """A new FLUX.1 spec: FLUX.1 [dev] (and the tiny random variant of the tests)."""
-    encoders = FluxEncoders()
+    """A new spec of ``name``: FLUX.1 [dev], FLUX.1 Kontext [dev] (and the tiny random variants of the tests)."""
+    info = family_info(name)
+    model: FluxModel
+    if name == "flux_kontext":
+        parts, model, demo = kontext_parts(), KontextModel(info, PARTS), KONTEXT_DEMO
+    else:
+        encoders = FluxEncoders()
+        parts = {"encoders": encoders, "loss": FluxLoss, "samples": FluxSamples, "plan": FluxPlan}
+        parts["setup"], model, demo = TextSettingsSetup(encoders, run_state), FluxModel(info, PARTS), DEMO
     return diffusion_spec(
         name,
-        INFO,
-        model=FluxModel(INFO, PARTS),
-        encoders=encoders,
-        loss=FluxLoss,
-        samples=FluxSamples,
-        plan=FluxPlan,
-        adapter=KitAdapter(INFO),
+        info,
+        model=model,
+        adapter=KitAdapter(info),
         image_buckets=BUCKETS,
-        card=FluxCard(INFO),
-        setup=TextSettingsSetup(encoders, run_state),
+        card=FluxCard(info),
         # no defaults: the transformer config carries no trained size (the catalogue's entry does)
-        demo=DEMO,
+        demo=demo,
+        **parts,
     )

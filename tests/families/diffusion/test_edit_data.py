@@ -127,3 +127,49 @@ def test_the_control_images_crop_is_said():
     line = control_crop_line(samples)
     assert line.startswith("control images: 2 for 1 samples") and "1 lose more than 10%" in line
 
+
+def test_each_family_names_its_own_flags(tmp_path):
+    """Kontext's messages and folder option are its own (diffusers' --cond_image_column, --cond_image_dir), one
+    control a sample."""
+    folder = _folder(tmp_path, [{"file_name": "a.png", "text": "x"}, {"file_name": "b.png", "text": "y"}],
+                     controls=("controls/a.png",))
+    with pytest.raises(UserError, match=r"nor in --cond_image_dir: b\.png.*--cond_image_column"):
+        _media(folder, family="flux_kontext", cond_image_dir=str(folder / "controls")).list_samples()
+    folder = _folder(tmp_path / "two", [{"file_name": "a.png", "text": "x", "edit": ["c1.png", "c2.png"]}])
+    media = _media(folder, family="flux_kontext", cond_image_column="edit")
+    with pytest.raises(UserError, match=r"2 control images in `edit`; FLUX.1 Kontext \(FluxKontextPipeline\) takes "
+                                        r"exactly one\. Give it one\."):
+        media.screen(media.list_samples(), log=lambda m: None, quarantine=[])
+
+
+def test_the_options_an_edit_model_cannot_take_are_one_paragraph_each():
+    from dit_lora.families.diffusion.edit_data import refuse_edit_options
+
+    for flag, value in (("random_flip", True), ("cache_latents", False)):
+        with pytest.raises(UserError, match=f"--{flag}.* not supported for Model X"):
+            refuse_edit_options(TrainConfig.for_family("flux_kontext", **{flag: value}), "Model X")
+    dropping = TrainConfig.for_family("flux_kontext", caption_dropout_probability=0.1)
+    refuse_edit_options(dropping, "Model X")  # a caption encoded without the image drops as any caption does
+    with pytest.raises(UserError, match="--caption_dropout_probability is not supported for Model X: the reason"):
+        refuse_edit_options(dropping, "Model X", dropout="the reason")
+
+
+def test_a_control_is_prepared_as_its_target_and_a_validation_control_fits_the_square(tmp_path):
+    """The control of a sample gets its target's crop window (the same seed and key), never a flip; the validation
+    control is the centre crop of the run's square, and an unreadable one is one paragraph."""
+    import torch
+
+    from dit_lora.data.transforms import crop_seed, preprocess_image
+    from dit_lora.families.diffusion.edit_data import control_pixels, fitted_control, to_pil
+
+    image = Image.effect_noise((96, 64), 40).convert("RGB")
+    image.save(tmp_path / "c.png")
+    sample = SimpleNamespace(key="a.png", bucket=(48, 48))
+    want = preprocess_image(image, (48, 48), center_crop=False, flip=False, crop_rng_seed=crop_seed(3, "a.png"))
+    assert torch.equal(control_pixels(sample, str(tmp_path / "c.png"), (False, 3)), want)
+    fitted = fitted_control(str(tmp_path / "c.png"), 32)
+    assert fitted.shape == (3, 32, 32) and to_pil(fitted).size == (32, 32)
+    assert torch.equal(fitted, preprocess_image(image, (32, 32), center_crop=True, flip=False, crop_rng_seed=0))
+    (tmp_path / "bad.png").write_bytes(b"no")
+    with pytest.raises(UserError, match="validation control image .*bad.png. cannot be read"):
+        fitted_control(str(tmp_path / "bad.png"), 32)

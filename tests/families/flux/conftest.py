@@ -13,3 +13,11 @@ def tiny_flux(tmp_path_factory) -> Path:
     from dit_lora.families.flux.demo import build_tiny_flux_pipeline
 
     return build_tiny_flux_pipeline(tmp_path_factory.mktemp("flux") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def tiny_kontext(tmp_path_factory) -> Path:
+    """The Kontext demo's tiny FluxKontextPipeline."""
+    from dit_lora.families.flux.demo import build_tiny_flux_pipeline
+
+    return build_tiny_flux_pipeline(tmp_path_factory.mktemp("kontext") / "tiny", "kontext")

@@ -25,14 +25,17 @@ UNET = dict(image_model="flux", in_channels=4, out_channels=4, vec_in_dim=12, co
             axes_dim=[2, 2, 4], theta=10000, patch_size=2, qkv_bias=True, guidance_embed=True)
 
 
-def test_comfyuis_own_loader_applies_every_tensor_at_the_trained_strength(tmp_path):
+@pytest.mark.parametrize("family", ["flux", "flux_kontext"])
+def test_comfyuis_own_loader_applies_every_tensor_at_the_trained_strength(tmp_path, family):
+    """FLUX.1 Kontext's adapter (its spec's writer) too: ComfyUI loads Kontext as its ``Flux`` model (the image to edit
+    comes in as ``reference_latents``), with the same LoRA key mapping."""
     from diffusers import FluxTransformer2DModel
 
     torch.manual_seed(0)
     model = FluxTransformer2DModel(patch_size=1, in_channels=16, num_layers=2, num_single_layers=2,
                                    attention_head_dim=HEAD_DIM, num_attention_heads=HEADS, joint_attention_dim=20,
                                    pooled_projection_dim=12, guidance_embeds=True, axes_dims_rope=(2, 2, 4))
-    result, expected = loader.random_adapter_in_comfyui(model, "flux", TARGETS, tmp_path, rank=RANK, alpha=ALPHA,
+    result, expected = loader.random_adapter_in_comfyui(model, family, TARGETS, tmp_path, rank=RANK, alpha=ALPHA,
                                                         unet_config=UNET, model_class="Flux")
     target, offset, _ = result.targets["transformer.single_transformer_blocks.1.proj_mlp"]
     hidden = HEADS * HEAD_DIM

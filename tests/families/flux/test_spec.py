@@ -1,5 +1,6 @@
-"""FLUX.1 end to end: a tiny pipeline of its own dimensions is found without --family, trains with dit-lora train
-and reloads into the stock FluxPipeline with every LoRA module live at the trained strength."""
+"""FLUX.1 and FLUX.1 Kontext end to end: a tiny pipeline of its own dimensions is found without --family, trains with
+dit-lora train and reloads into the stock FluxPipeline / FluxKontextPipeline with every LoRA module live at the trained
+strength."""
 
 from __future__ import annotations
 
@@ -11,18 +12,21 @@ from helpers import ROOT, read_summary
 
 
 @pytest.mark.slow
-def test_a_pipeline_of_its_own_dimensions_is_found_trained_and_reloaded(tmp_path):
-    """A FluxPipeline of 3 heads of 8, caption width 40 and pooled width 20 (not the demo's): ``dit-lora train``
-    without --family finds the family, trains two fp32 steps; the adapter reloads into the stock FluxPipeline with
-    every LoRA module live at scale 1 and changes its output."""
-    from diffusers import FluxPipeline
+@pytest.mark.parametrize("variant,family", [("dev", "flux"), ("kontext", "flux_kontext")])
+def test_a_pipeline_of_its_own_dimensions_is_found_trained_and_reloaded(tmp_path, variant, family):
+    """A FluxPipeline (a FluxKontextPipeline, its samples with control images) of 3 heads of 8, caption width 40 and
+    pooled width 20 (not the demo's): ``dit-lora train`` without --family finds the family, trains two fp32 steps;
+    the adapter reloads into the stock pipeline with every LoRA module live at scale 1 and changes its output."""
+    import diffusers
+    from PIL import Image
     from warm import run_script
 
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
     from dit_lora.families.diffusion import tiny
+    from dit_lora.families.diffusion.demo_data import add_control_images
     from dit_lora.families.flux import demo
 
-    description = demo._tiny("dev", 1)
+    description = demo._tiny(variant, 1)
     config = demo.DEMO.read().variant("dev")
     transformer = dict(config["transformer"], num_attention_heads=3, attention_head_dim=8, axes_dims_rope=[2, 2, 4],
                        joint_attention_dim=40, pooled_projection_dim=20, num_single_layers=3)
@@ -41,6 +45,8 @@ def test_a_pipeline_of_its_own_dimensions_is_found_trained_and_reloaded(tmp_path
     ))
     model = tiny.build_pipeline(tmp_path / "model", own)
     data = make_shapes_dataset(tmp_path / "data", n=2, size=64, seed=0)
+    if variant == "kontext":
+        add_control_images(data)
     out = tmp_path / "out"
     args = ["train", "--pretrained_model_name_or_path", model, "--train_data_dir", data, "--output_dir", out,
             "--max_train_steps", "2", "--report_to", "none", "--mixed_precision", "no", "--resolution", "64",
@@ -50,10 +56,12 @@ def test_a_pipeline_of_its_own_dimensions_is_found_trained_and_reloaded(tmp_path
     proc = run_script(ROOT / "dit_lora" / "__main__.py", args, timeout=600, warm=True)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     summary = read_summary(out)
-    assert summary["config"]["family"] == "flux" and summary["status"] == "completed"
-    pipe = FluxPipeline.from_pretrained(model, torch_dtype=torch.float32)
+    assert summary["config"]["family"] == family and summary["status"] == "completed"
+    pipe = getattr(diffusers, demo.PIPELINES[variant]).from_pretrained(model, torch_dtype=torch.float32)
     inputs = dict(prompt="a red circle", height=64, width=64, num_inference_steps=2, output_type="latent",
                   max_sequence_length=16)
+    if variant == "kontext":
+        inputs.update(image=Image.new("RGB", (64, 64), (200, 40, 40)), max_area=64 * 64, _auto_resize=False)
     before = pipe(**inputs, generator=torch.manual_seed(0)).images
     pipe.load_lora_weights(out)
     saved = load_file(str(out / "pytorch_lora_weights.safetensors"))
