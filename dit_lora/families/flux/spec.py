@@ -37,7 +37,8 @@ def family_info(name: str) -> FamilyInfo:
         pipeline_class_name=pipeline,
         card_tags=(task, "diffusers", "flux", "diffusers-training"),
         pipeline_tag=task,
-        default_lora_layers=LORA_LAYERS,  # diffusers' train_dreambooth_lora_flux.py default
+        # diffusers' train_dreambooth_lora_flux.py default; its Kontext script adds the single blocks' proj_mlp
+        default_lora_layers=(*LORA_LAYERS, "proj_mlp") if name == "flux_kontext" else LORA_LAYERS,
         text_encoder_label="CLIP-L / T5-XXL",
         # at 1024 px the 12B model's step holds 46.9 GiB without it and 24.7 GiB with it (`dit-lora plan`): on by
         # default, as for Z-Image, so a 48 GB card fits the catalogue's defaults

@@ -66,8 +66,9 @@ def test_a_pipeline_of_its_own_dimensions_is_found_trained_and_reloaded(tmp_path
     pipe.load_lora_weights(out)
     saved = load_file(str(out / "pytorch_lora_weights.safetensors"))
     live = {n: m for n, m in pipe.transformer.named_modules() if hasattr(m, "lora_A") and m.active_adapters}
-    # the double blocks' 12 default targets, the single blocks' to_q/k/v: every one trained and loaded
-    assert len(live) == 2 * 12 + 3 * 3 and 2 * len(live) == len(saved)
+    # the double blocks' 12 default targets, the single blocks' to_q/k/v (Kontext's: and proj_mlp, as diffusers'
+    # Kontext script): every one trained and loaded
+    assert len(live) == 2 * 12 + 3 * (4 if variant == "kontext" else 3) and 2 * len(live) == len(saved)
     assert all(m.scaling[m.active_adapters[0]] == 1.0 for m in live.values())  # alpha folded into lora_B
     assert all(bool(saved[k].abs().sum() > 0) for k in saved if "lora_B" in k)
     after = pipe(**inputs, generator=torch.manual_seed(0)).images
