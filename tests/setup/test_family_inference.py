@@ -132,6 +132,24 @@ def test_family_for_model_reads_the_catalogue_then_the_configs(tmp_path):
         family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)).model)
 
 
+def test_a_local_copy_of_every_catalogued_checkpoints_configs_is_its_familys(tmp_path):
+    """Found by its configs alone (a local folder, no Hub id): two families whose transformers share a config (FLUX.1
+    [dev] and Kontext) are told apart by the rest (``model_index.json``'s class)."""
+    from dit_lora.catalogue import entries
+    from dit_lora.config import TrainConfig
+
+    wrong = {}
+    for index, entry in enumerate(entries()):
+        folder = tmp_path / str(index)
+        for file, config in entry.configs.items():
+            (folder / file).parent.mkdir(parents=True, exist_ok=True)
+            (folder / file).write_text(json.dumps(config))
+        found = family_for_model(TrainConfig(pretrained_model_name_or_path=str(folder)).model)
+        if found != entry.family:
+            wrong[entry.hub_id] = found
+    assert not wrong
+
+
 def test_a_zimage_folder_or_pipeline_is_zimage_never_its_alias(tmp_path):
     """Z-Image's alias ``z-image`` (which would sort first) is no family: a folder of its catalogued configs, one
     only its pipeline class names, and a pipeline of that class are ``zimage``."""

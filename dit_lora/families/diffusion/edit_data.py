@@ -28,6 +28,7 @@ import torch
 from PIL import Image
 
 from dit_lora.core.errors import UserError
+from dit_lora.data.decode import load_rgb, oriented_size
 from dit_lora.data.paths import FolderWalk, locate
 from dit_lora.data.prepare import ImageMedia
 from dit_lora.data.samples import name_some
@@ -135,13 +136,14 @@ def folder_controls(folder: str, key: str) -> tuple[str, ...]:
 
 
 def unreadable(path: str) -> str | None:
-    """Why the control image at ``path`` cannot be used (missing, not an image), or None."""
+    """Why the control image at ``path`` cannot be used (missing, not an image, too large), or None."""
     try:
         with Image.open(path) as image:
             image.verify()
+        oriented_size(path)
     except FileNotFoundError:
         return "does not exist"
-    except (OSError, ValueError, SyntaxError) as err:
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
         return f"cannot be read as an image ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
     return None
 
@@ -150,24 +152,22 @@ def control_pixels(sample, path: str, crop: tuple[bool, int]) -> torch.Tensor:
     """A control image prepared as its sample's target is: cover-resized to the bucket, the same crop window
     (``crop``: the run's ``(center_crop, seed)``), never flipped; ``(3, H, W)`` in [-1, 1]."""
     center, seed = crop
-    with Image.open(path) as image:
-        return preprocess_image(
-            image.convert("RGB"),
-            sample.bucket,
-            center_crop=center,
-            flip=False,
-            crop_rng_seed=crop_seed(seed, sample.key),
-        )
+    image = load_rgb(path, resolution=sample.bucket)  # decoded as targets are: EXIF orientation, profile, alpha
+    return preprocess_image(
+        image, sample.bucket, center_crop=center, flip=False, crop_rng_seed=crop_seed(seed, sample.key)
+    )
 
 
 def fitted_control(path: str, resolution: int) -> torch.Tensor:
-    """A validation control image prepared as a centre-cropped target of the ``resolution`` square bucket is,
-    ``(3, H, W)`` in [-1, 1]; one paragraph when it cannot be read."""
-    try:
-        with Image.open(path) as image:
-            rgb = image.convert("RGB")
-    except OSError as err:
-        raise UserError(f"The validation control image `{path}` cannot be read as an image ({err}).") from None
+    """A validation control image prepared as a centre-cropped target of the ``resolution`` square bucket is (decoded
+    as targets are), ``(3, H, W)`` in [-1, 1]; one paragraph when it cannot be read."""
+    problem = unreadable(path)
+    if problem is not None:
+        raise UserError(
+            f"The validation control image `{path}` {problem}. Give --validation_image an image file, or leave it "
+            "unset to edit the first training sample's control image."
+        )
+    rgb = load_rgb(path, resolution=(resolution, resolution))
     return preprocess_image(rgb, (resolution, resolution), center_crop=True, flip=False, crop_rng_seed=0)
 
 
@@ -189,9 +189,7 @@ def control_crop_line(samples: list) -> str:
     centre-cropped; how many lose more than 10% of their area that way (their aspect ratio is not their target's)."""
     sizes = []
     for sample in samples:
-        for path in sample.conditions:
-            with Image.open(path) as image:  # the header only
-                sizes.append(kept_area(image.size, sample.bucket))
+        sizes += [kept_area(oriented_size(path), sample.bucket) for path in sample.conditions]  # headers only
     cut = sum(kept < 0.9 for kept in sizes)
     return (
         f"control images: {len(sizes)} for {len(samples)} samples, each resized to cover its sample's bucket and "
@@ -209,6 +207,7 @@ class EditMedia(ImageMedia):
         self.single = single  # the pipeline takes exactly one image (QwenImageEditPipeline, FluxKontextPipeline)
         self.flags = flags
         self._controls: dict[tuple[str, str], Controls] | None = None
+        self._columns: dict[str, str] = {}  # each listed sample's key -> where its controls were named
 
     def for_source(self, cfg: TrainConfig) -> EditMedia:
         """This handler reading ``cfg``'s data source (the held-out folder): its control images read anew there."""
@@ -257,6 +256,7 @@ class EditMedia(ImageMedia):
                 continue
             if controls.refused is not None:
                 raise UserError(f"The control image of `{sample.key}` is refused: {controls.refused}.")
+            self._columns[sample.key] = controls.column
             out.append(dataclasses.replace(sample, conditions=controls.paths))
         if missing:
             named = f"`{column}`" if column else "any of " + ", ".join(f"`{c}`" for c in CONTROL_COLUMNS)
@@ -264,7 +264,8 @@ class EditMedia(ImageMedia):
                 f"{len(missing)} sample(s) of --train_data_dir have no control image in {named} of their metadata "
                 f"row{f' nor in --{self.flags.folder}' if folder else ''}: {name_some(missing)}. An edit model learns "
                 'to turn its control image(s) into the target: give each row one, e.g. {"file_name": "after.png", '
-                '"text": "make it red", "control_image": "before.png"} (a list for several), relative to the metadata '
+                '"text": "make it red", "control_image": "before.png"}'
+                f"{'' if self.single else ' (a list for several)'}, relative to the metadata "
                 f"file, name the column with --{self.flags.column}, or put same-named images in a folder given as "
                 f"--{self.flags.folder}."
             )
@@ -273,8 +274,8 @@ class EditMedia(ImageMedia):
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
         """The targets screened and bucketed as every image is; then every control image checked (one paragraph)."""
         usable = super().screen(samples, log=log, quarantine=quarantine)
-        column = self.option("column") or "control_image"
         for sample in usable:
+            column = self._columns.get(sample.key) or self.option("column") or "control_image"
             if self.single and len(sample.conditions) != 1:
                 raise UserError(
                     f"`{sample.key}` names {len(sample.conditions)} control images in `{column}`; {self.flags.model} "
@@ -304,9 +305,17 @@ class EditMedia(ImageMedia):
 
 
 def refuse_edit_options(cfg: TrainConfig, model: str, *, dropout: str | None = None) -> None:
-    """``--random_flip`` and ``--cache_latents false`` are refused for an edit model in one paragraph each (a flipped
+    """``--dataset_name``, ``--random_flip`` and ``--cache_latents false`` are refused for an edit model in one
+    paragraph each (the control images are named in a data folder's metadata; a flipped
     target would face its unflipped control; the control images are encoded into the latent cache only), and caption
     dropout where the model encodes its caption with its control images (``dropout``: why)."""
+    if cfg.data.dataset_name:
+        raise UserError(
+            f"{model} reads each sample's control image from a metadata column of --train_data_dir; --dataset_name "
+            f"is not read for them. Save the dataset's images to a folder (targets and controls as files) with a "
+            'metadata.jsonl naming them, e.g. {"file_name": "after.png", "text": "make it red", "control_image": '
+            '"before.png"}, and pass it as --train_data_dir.'
+        )
     why = {
         "--caption_dropout_probability": (dropout is not None and cfg.data.caption_dropout_probability > 0, dropout),
         "--random_flip": (

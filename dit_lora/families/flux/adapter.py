@@ -27,15 +27,19 @@ class FluxCard(KitCard):
         *size_and_steps, seed = image_call_args(cfg)
         edit = self.info.pipeline_class_name == "FluxKontextPipeline"
         source = json.dumps(getattr(cfg.family_options, "validation_image", None) or "before.png")
-        area = cfg.data.resolution**2
-        # FluxKontextPipeline fits height x width into max_area (default 1024 x 1024): a smaller run states its own
-        image_args = ["image=image,", *([f"max_area={area},"] if area != 1024**2 else [])] if edit else []
+        size = cfg.data.resolution
+        # FluxKontextPipeline fits height x width into max_area (default 1024 x 1024) and snaps the image to its
+        # preferred ~1 MP sizes: a run of another size keeps the size it trained at
+        kept = [f"max_area={size * size}, _auto_resize=False,  # the trained size"] if size != 1024 else []
+        image_args = ["image=image,", *kept] if edit else []
         return Snippet(
             pipeline=self.info.pipeline_class_name,
             base=cfg.model.path,
             repo=repo_or_dir,
-            imports=["from diffusers.utils import load_image\n"] if edit else [],
-            before_call=f"image = load_image({source})  # the image to edit\n" if edit else "",
+            imports=["from diffusers.utils import load_image\n", "from PIL import ImageOps\n"] if edit else [],
+            before_call=f"image = ImageOps.fit(load_image({source}), ({size}, {size}))  # the image to edit, as trained\n"
+            if edit
+            else "",
             to_comment="  # or pipe.enable_model_cpu_offload()",
             call_args=[
                 f"prompt={self.prompt(cfg)},",

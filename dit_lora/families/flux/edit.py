@@ -63,6 +63,8 @@ class KontextModel(FluxModel):
         super().validate_config(cfg)
         refuse_edit_options(cfg, "FLUX.1 Kontext")
         check_validation_image(cfg, "edit the first training sample's control image")
+        if cfg.family_options.validation_image:  # before the 12B model loads, not at the first validation
+            fitted_control(cfg.family_options.validation_image, cfg.data.resolution)
         index = read_component_config(cfg.model, "", "model_index.json") or {}
         if index.get("_class_name") == "FluxPipeline":
             raise UserError(

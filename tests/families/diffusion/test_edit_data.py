@@ -173,3 +173,47 @@ def test_a_control_is_prepared_as_its_target_and_a_validation_control_fits_the_s
     (tmp_path / "bad.png").write_bytes(b"no")
     with pytest.raises(UserError, match="validation control image .*bad.png. cannot be read"):
         fitted_control(str(tmp_path / "bad.png"), 32)
+
+
+def test_a_control_is_decoded_as_a_target_is(tmp_path):
+    """EXIF orientation (a portrait photo stored landscape) and transparency (on white) as the targets' decoder gives
+    them, and the crop line reads the oriented size."""
+    import torch
+
+    from dit_lora.data.decode import load_rgb
+    from dit_lora.data.transforms import preprocess_image
+    from dit_lora.families.diffusion.edit_data import control_crop_line, control_pixels
+
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees on display
+    Image.effect_noise((64, 32), 40).convert("RGB").save(tmp_path / "c.jpg", exif=exif)
+    assert load_rgb(str(tmp_path / "c.jpg")).size == (32, 64)
+    sample = SimpleNamespace(key="a.png", bucket=(64, 32), conditions=(str(tmp_path / "c.jpg"),))
+    want = preprocess_image(load_rgb(str(tmp_path / "c.jpg")), (64, 32), center_crop=True, flip=False, crop_rng_seed=0)
+    assert torch.equal(control_pixels(sample, str(tmp_path / "c.jpg"), (True, 0)), want)
+    assert "0 lose more than 10%" in control_crop_line([sample])  # portrait on a portrait bucket: whole
+    Image.new("RGBA", (32, 32), (0, 0, 0, 0)).save(tmp_path / "clear.png")
+    clear = control_pixels(SimpleNamespace(key="b.png", bucket=(32, 32)), str(tmp_path / "clear.png"), (True, 0))
+    assert bool((clear == 1.0).all())  # transparent on white, as a target is
+
+
+def test_a_multi_control_refusal_names_where_the_controls_came_from(tmp_path):
+    folder = _folder(tmp_path, [{"file_name": "a.png", "text": "x"}], controls=("controls/a_0.png", "controls/a_1.png"))
+    media = _media(folder, family="flux_kontext", cond_image_dir=str(folder / "controls"))
+    with pytest.raises(UserError, match=r"names 2 control images in `--cond_image_dir`"):
+        media.screen(media.list_samples(), log=lambda m: None, quarantine=[])
+    bare = _folder(tmp_path / "bare", [{"file_name": "a.png", "text": "x"}], controls=())
+    with pytest.raises(UserError) as refused:
+        _media(bare, family="flux_kontext").list_samples()
+    assert "a list for several" not in str(refused.value)  # Kontext takes one
+    with pytest.raises(UserError) as refused:
+        _media(bare).list_samples()
+    assert "a list for several" in str(refused.value)
+
+
+def test_a_dataset_is_refused_for_an_edit_model_in_one_paragraph():
+    from dit_lora.families.diffusion.edit_data import refuse_edit_options
+
+    cfg = TrainConfig.for_family("flux_kontext", dataset_name="user/pairs", cond_image_column="before")
+    with pytest.raises(UserError, match=r"--dataset_name is not read for them\. Save the dataset's images"):
+        refuse_edit_options(cfg, "FLUX.1 Kontext")

@@ -117,6 +117,10 @@ def test_a_dev_folder_and_the_options_an_edit_run_cannot_take_are_refused(tiny_k
     for flag, value in (("random_flip", True), ("cache_latents", False)):
         with pytest.raises(UserError, match=f"--{flag}.* not supported for FLUX.1 Kontext"):
             get_spec("flux_kontext").model.validate_config(_cfg(tiny_kontext, resolution=64, **{flag: value}))
+    (tmp_path / "junk.png").write_bytes(b"not an image")
+    with pytest.raises(UserError, match="`.*junk.png` cannot be read as an image.*Give --validation_image an image"):
+        get_spec("flux_kontext").model.validate_config(_cfg(tiny_kontext, resolution=64,
+                                                            validation_image=str(tmp_path / "junk.png")))
     with pytest.raises(UserError, match="--validation_image `.*gone.png` does not exist"):
         get_spec("flux_kontext").model.validate_config(_cfg(tiny_kontext, resolution=64,
                                                             validation_image=str(tmp_path / "gone.png")))
