@@ -161,6 +161,7 @@ BUILT_IN = (
     "flux",
     "chroma",
     "lumina2",
+    "krea2",
 )
 
 _ENTRIES: list[FamilyEntry] = []

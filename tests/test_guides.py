@@ -49,6 +49,7 @@ DEMO_OF = {
     "black-forest-labs/FLUX.1-dev": {},
     "lodestones/Chroma1-HD": {},
     "Alpha-VLLM/Lumina-Image-2.0": {},
+    "krea/Krea-2-Raw": {},
     "Efficient-Large-Model/SANA-Video_2B_480p_diffusers": {},
 }
 #: options naming what the reader brings (their data, their output folder): the test's own folders instead

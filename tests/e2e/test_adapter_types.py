@@ -46,6 +46,7 @@ FAMILIES = {
     "flux": ("flux/demo.yaml", "tiny-flux", "shapes"),
     "chroma": ("chroma/demo.yaml", "tiny-chroma", "shapes"),
     "lumina2": ("lumina2/demo.yaml", "tiny-lumina2", "shapes"),
+    "krea2": ("krea2/demo.yaml", "tiny-krea2", "shapes"),
     "llava_next_video": ("videollm/demo.yaml", "tiny-llava-next-video", "qa-clips/videochat2.json"),
     "sanavideo": ("sanavideo/demo.yaml", "tiny-sanavideo", "moving-squares-sanavideo"),
 }

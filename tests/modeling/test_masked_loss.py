@@ -138,6 +138,16 @@ def _flux(kontext: bool = False):
     return (KontextLoss if kontext else FluxLoss)(None), comps, batch, probe, to_grid
 
 
+def _krea2():
+    from dit_lora.families.diffusion.packed import unpack
+    from dit_lora.families.krea2.loss import Krea2Loss
+    from dit_lora.families.krea2.state import Krea2Run
+
+    comps = Components(model=None, state=Krea2Run(scheduler_config={}))
+    batch = {"prompt_embeds": torch.zeros(B, 3, 2, 8), "prompt_embeds_mask": torch.ones(B, 3, dtype=torch.bool)}
+    return Krea2Loss(None), comps, batch, Probe((B, (H // 2) * (W // 2), 4 * C)), lambda g: unpack(g, H, W)
+
+
 def _chroma():
     from dit_lora.families.chroma.loss import ChromaLoss
     from dit_lora.families.chroma.state import ChromaRun
@@ -170,6 +180,7 @@ FAMILIES = {
     "flux_kontext": lambda: _flux(kontext=True),
     "chroma": _chroma,
     "lumina2": _lumina2,
+    "krea2": _krea2,
 }
 
 

@@ -50,6 +50,13 @@ def normalised_clip_latents(
     return {"latents": (latents - mean.to(latents.device)) / std.to(latents.device)}
 
 
+def normalised_image_latents(vae, pixel_values: torch.Tensor) -> torch.Tensor:
+    """``(B, 3, H, W)`` in [-1, 1] through a clip VAE as one-frame clips (the Qwen-Image VAE of Qwen-Image and Krea 2)
+    -> ``(B, C, h, w)``: :func:`normalised_clip_latents` of the frame, ``(z - mean) / std`` by the VAE's statistics."""
+    latents = normalised_clip_latents(vae, pixel_values[:, None], *clip_statistics(vae))["latents"]
+    return latents[:, :, 0]
+
+
 def model_identity(
     cfg: TrainConfig, stamp_key: str = "model_stamp", stamped: tuple[str, ...] = ("vae", "text_encoder")
 ) -> dict:

@@ -1,0 +1,73 @@
+"""A tiny, randomly initialised Krea 2 pipeline built locally (no Hub access needed): a ``Krea2Pipeline``
+(``krea/Krea-2-Raw``'s folder as ``save_pretrained`` writes it) with a Qwen3-VL text encoder (its hidden states
+tapped at ``text_encoder_select_layers``, saved in ``model_index.json`` as the pipeline registers it) and a Qwen
+tokenizer trained offline on the pipeline's prompt template and the demo captions, the Qwen-Image VAE (per-channel
+latent statistics that are not 0 and 1) and the scheduler config Krea2Pipeline's docstring names. Module names are
+the real ones; only widths and depths shrink (``demo.json``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.tokenizers import demo_words
+from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
+
+#: the tiny configs and their reasons: ``demo.json`` beside this module
+DEMO = DemoFile(
+    __name__,
+    keys=("resolution", "transformer", "text_encoder_select_layers", "vae", "text", "vision", "scheduler"),
+    what="tiny Krea 2 variant",
+)
+#: bump the file's version when the configs, the init or the tokenizer change: builds of another version are rebuilt
+TINY_KREA2_VERSION = DEMO.read().version
+#: Qwen's chat and vision special tokens (Qwen3-VL's config names the vision ones)
+SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+           "<|video_pad|>")  # fmt: skip
+
+
+def build_tiny_krea2_tokenizer():
+    """A byte-level BPE ``Qwen2Tokenizer`` trained here on Krea2Pipeline's prompt template and the demo captions."""
+    from diffusers import Krea2Pipeline
+
+    pipe = Krea2Pipeline(scheduler=None, vae=None, text_encoder=None, tokenizer=None, transformer=None)
+    template = pipe.prompt_template_encode_prefix + pipe.prompt_template_encode_suffix
+    return tiny.qwen2_tokenizer(demo_words(template, SHAPES_VALIDATION_PROMPT), 600, SPECIAL)
+
+
+def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
+    """The tiny ``Krea2Pipeline`` (fp32)."""
+    config = DEMO.read().variant(variant)
+    return tiny.TinyPipeline(
+        pipeline="diffusers:Krea2Pipeline",
+        marker={"kind": "krea2", "variant": variant, "seed": seed, "version": TINY_KREA2_VERSION},
+        seed=seed,
+        tokenizer=build_tiny_krea2_tokenizer,
+        parts=(
+            tiny.module("transformer", 1, "diffusers:Krea2Transformer2DModel", config["transformer"]),
+            tiny.module("vae", 2, "diffusers:AutoencoderKLQwenImage", config["vae"]),
+            tiny.vision_language_model(
+                3, "transformers:Qwen3VLModel", "transformers:Qwen3VLConfig",
+                text_config=config["text"], vision_config=config["vision"],
+                tokens={"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
+                        "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>"},
+                text_tokens={"bos_token_id": "<|endoftext|>", "eos_token_id": "<|im_end|>"},
+            ),
+        ),
+        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
+        pipeline_kwargs={"text_encoder_select_layers": tuple(config["text_encoder_select_layers"])},
+    )  # fmt: skip
+
+
+def build_tiny_krea2_components(variant: str = "raw", seed: int = 0) -> dict[str, Any]:
+    """The Krea2Pipeline components in memory, randomly initialised from ``seed`` (fp32, eval mode; the caller's torch
+    RNG state restored; each component seeded on its own)."""
+    return tiny.build_components(_tiny(variant, seed))
+
+
+def build_tiny_krea2_pipeline(path: str | Path, variant: str = "raw", seed: int = 0) -> Path:
+    """Write a random tiny ``Krea2Pipeline`` to ``path`` and return it; idempotent (a marker names variant, seed and
+    version) and atomic (built beside and renamed into place)."""
+    return tiny.build_pipeline(path, _tiny(variant, seed))

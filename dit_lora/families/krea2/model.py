@@ -1,0 +1,94 @@
+"""Krea 2's model component and what is read from its small config files before anything loads: the config checks
+(Krea-2-Turbo, step-distilled, refused), the text encoder's tapped layers, its buckets and ``--demo``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
+from dit_lora.families.diffusion import packed
+from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.krea2 import demo as tiny_krea2  # looked up at call time: tests stand in the model build
+from dit_lora.families.krea2.state import DEFAULT_TAPS, Krea2Run
+from dit_lora.modelfiles.pipeline_files import read_component_config
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
+
+def check_resolution(resolution: int) -> None:
+    """The kit's refusal of a ``--resolution`` Krea2Pipeline cannot take (sizes divisible by 16)."""
+    packed.check_resolution(resolution, "Krea 2", "Krea2Pipeline")
+
+
+def refuse_turbo(cfg: TrainConfig, index: dict) -> None:
+    """Krea-2-Turbo (``is_distilled`` in its ``model_index.json``: distilled to sample in 8 steps without
+    classifier-free guidance) is refused in one paragraph, with what to train instead."""
+    named = "krea-2-turbo" in str(cfg.model.pretrained_model_name_or_path).lower()
+    if not index.get("is_distilled") and not named:
+        return
+    raise UserError(
+        f"`{cfg.model.pretrained_model_name_or_path}` is Krea-2-Turbo (or another step-distilled Krea 2: its "
+        "model_index.json sets is_distilled), distilled to sample in 8 steps without classifier-free guidance: a "
+        "LoRA trained on it directly erodes that distillation. Train on krea/Krea-2-Raw, the base Krea publishes "
+        "for fine-tuning; a LoRA trained there loads into Krea-2-Turbo's Krea2Pipeline too (Krea's and diffusers' "
+        "advice: train on Raw, sample on Turbo)."
+    )
+
+
+def tapped_layers(index: dict) -> tuple[int, ...]:
+    """The text encoder's hidden states Krea2Pipeline stacks per token: the folder's ``text_encoder_select_layers``,
+    else the pipeline's default taps of Qwen3-VL-4B."""
+    return tuple(index.get("text_encoder_select_layers") or DEFAULT_TAPS)
+
+
+class Krea2Model(KitModel):
+    """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Qwen3-VL
+    in the run's weight dtype, the VAE in fp32."""
+
+    def validate_config(self, cfg: TrainConfig) -> None:
+        """Not Turbo; a diffusers Krea2Pipeline folder of safetensors whose tokenizer loads, at a size the pipeline
+        takes."""
+        refuse_turbo(cfg, read_component_config(cfg.model, "", "model_index.json") or {})
+        self.check_folder(cfg)
+        check_resolution(cfg.data.resolution)
+
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
+        """:func:`krea2_components` of the loaded parts, with the folder's tapped layers."""
+        index = read_component_config(cfg.model, "", "model_index.json") or {}
+        return krea2_components(loaded, Krea2Run(select_layers=tapped_layers(index)))
+
+
+def krea2_components(loaded: LoadedParts, state: Krea2Run | None = None) -> Components:
+    """The components of ``loaded`` (from the folder, or on the meta device for a plan) with what the checkpoint is
+    in the run's :class:`Krea2Run`."""
+    return (state or Krea2Run()).components(loaded)
+
+
+#: Krea 2's pipeline folder, as the kit's loader reads it: Qwen3-VL (its stacked hidden states) with its tokenizer;
+#: the Qwen-Image VAE in fp32 (the latents are cached once from it)
+PARTS = PipelineParts(
+    kind="Krea 2",
+    example_id="krea/Krea-2-Raw",
+    transformer="Krea2Transformer2DModel",
+    vae="AutoencoderKLQwenImage",
+    text_encoders=(TextEncoder("Qwen3VLModel"),),
+    precision=Fp32VaePrecision(),
+)
+
+
+def build_demo(cfg: TrainConfig) -> None:
+    """``FamilySpec.demo``'s model: the tiny random Krea2Pipeline (``demo.py``)."""
+    tiny_krea2.build_tiny_krea2_pipeline(cfg.model.path, seed=0)
+
+
+def _check(cfg: TrainConfig) -> None:
+    check_resolution(cfg.data.resolution)
+
+
+#: ``FamilySpec.demo``: the tiny Krea 2 and the shapes, ``--resolution`` checked first
+DEMO = ShapesDemo(build_demo, check=_check)
