@@ -34,6 +34,8 @@ class Krea2Card(KitCard):
             pipeline=self.info.pipeline_class_name,
             base=cfg.model.path,
             repo=repo_or_dir,
+            vae="AutoencoderKLQwenImage",
+            vae_comment="  # decodes in fp32, as trained",
             to_comment="  # or pipe.enable_model_cpu_offload()",
             call_args=[f"prompt={self.prompt(cfg)},", *size_and_steps, *max_sequence_length.snippet_args(cfg), seed],
         )
@@ -46,5 +48,7 @@ class Krea2Card(KitCard):
             "krea2_shift": options.krea2_shift if options.krea2_shift is not None else "the scheduler's",
             "max_sequence_length": max_sequence_length(cfg),
             "guidance": "none fed in training (Krea 2 has no guidance embedding; it samples with real CFG)",
+            "sampling": "Krea's advice: sample with krea/Krea-2-Turbo (8 steps, guidance_scale 0.0), the adapter loaded "
+            "there as above; Raw (the base trained here, and the run's validation samples) is not meant for inference",
             "comfyui": COMFYUI,
         }

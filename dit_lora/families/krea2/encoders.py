@@ -16,7 +16,8 @@ from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.latents import normalised_image_latents
 from dit_lora.families.diffusion.prompts import CaptionLength
 from dit_lora.families.diffusion.text_conditioned import encoder_identity
-from dit_lora.families.krea2.state import run_state
+from dit_lora.families.krea2.state import run_state, tapped_layers
+from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -44,8 +45,11 @@ class Krea2Encoders(DiffusionEncoders):
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype, caption length and tapped layers."""
-        layers = list(run_state(comps).select_layers) if comps is not None else None
-        return encoder_identity(cfg, "krea2", max_sequence_length=max_sequence_length(cfg), layers=layers)
+        if comps is not None:
+            layers = run_state(comps).select_layers
+        else:  # `dit-lora check`: the folder's, as loading reads them
+            layers = tapped_layers(read_component_config(cfg.model, "", "model_index.json") or {})
+        return encoder_identity(cfg, "krea2", max_sequence_length=max_sequence_length(cfg), layers=list(layers))
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """``(B, 3, H, W)`` -> ``(B, C, H/8, W/8)`` normalised latents (fp32)."""

@@ -13,7 +13,7 @@ from dit_lora.families.diffusion import packed
 from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.krea2 import demo as tiny_krea2  # looked up at call time: tests stand in the model build
-from dit_lora.families.krea2.state import DEFAULT_TAPS, Krea2Run
+from dit_lora.families.krea2.state import Krea2Run, tapped_layers
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
@@ -34,16 +34,33 @@ def refuse_turbo(cfg: TrainConfig, index: dict) -> None:
     raise UserError(
         f"`{cfg.model.pretrained_model_name_or_path}` is Krea-2-Turbo (or another step-distilled Krea 2: its "
         "model_index.json sets is_distilled), distilled to sample in 8 steps without classifier-free guidance: a "
-        "LoRA trained on it directly erodes that distillation. Train on krea/Krea-2-Raw, the base Krea publishes "
-        "for fine-tuning; a LoRA trained there loads into Krea-2-Turbo's Krea2Pipeline too (Krea's and diffusers' "
-        "advice: train on Raw, sample on Turbo)."
+        "LoRA trained on it directly erodes that distillation. Pass --pretrained_model_name_or_path "
+        "krea/Krea-2-Raw, the base Krea publishes for fine-tuning; a LoRA trained there loads into Krea-2-Turbo's "
+        "Krea2Pipeline too (Krea's and diffusers' advice: train on Raw, sample on Turbo)."
     )
 
 
-def tapped_layers(index: dict) -> tuple[int, ...]:
-    """The text encoder's hidden states Krea2Pipeline stacks per token: the folder's ``text_encoder_select_layers``,
-    else the pipeline's default taps of Qwen3-VL-4B."""
-    return tuple(index.get("text_encoder_select_layers") or DEFAULT_TAPS)
+def check_taps(cfg: TrainConfig, index: dict) -> None:
+    """The folder's ``text_encoder_select_layers`` must be as many as the transformer fuses and within the text
+    encoder's layers (Krea2Pipeline's docstring): else the caption cache would be built and the first step fail."""
+    if not index:
+        return
+    taps = tapped_layers(index)
+    fused = (read_component_config(cfg.model, "transformer") or {}).get("num_text_layers")
+    encoder = read_component_config(cfg.model, "text_encoder") or {}
+    layers = (encoder.get("text_config") or encoder).get("num_hidden_layers")
+    wrong = []
+    if fused is not None and len(taps) != int(fused):
+        wrong.append(f"{len(taps)} layers where the transformer fuses num_text_layers={fused}")
+    if layers is not None and max(taps) > int(layers):
+        wrong.append(f"layer {max(taps)} of a text encoder with {layers} (hidden state 0 is its embeddings)")
+    if wrong:
+        raise UserError(
+            f"`{cfg.model.pretrained_model_name_or_path}`'s model_index.json taps the text encoder at "
+            f"text_encoder_select_layers={list(taps)}: {'; '.join(wrong)}. Fix text_encoder_select_layers in "
+            "model_index.json (Krea-2-Raw's are 2, 5, ..., 35: 12 layers of Qwen3-VL-4B's 36), or pass the "
+            "checkpoint's own folder as --pretrained_model_name_or_path."
+        )
 
 
 class Krea2Model(KitModel):
@@ -53,8 +70,10 @@ class Krea2Model(KitModel):
     def validate_config(self, cfg: TrainConfig) -> None:
         """Not Turbo; a diffusers Krea2Pipeline folder of safetensors whose tokenizer loads, at a size the pipeline
         takes."""
-        refuse_turbo(cfg, read_component_config(cfg.model, "", "model_index.json") or {})
+        index = read_component_config(cfg.model, "", "model_index.json") or {}
+        refuse_turbo(cfg, index)
         self.check_folder(cfg)
+        check_taps(cfg, index)
         check_resolution(cfg.data.resolution)
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
@@ -69,6 +88,16 @@ def krea2_components(loaded: LoadedParts, state: Krea2Run | None = None) -> Comp
     return (state or Krea2Run()).components(loaded)
 
 
+class Krea2Precision(Fp32VaePrecision):
+    """The transformer and Qwen3-VL in the run's weight dtype, the VAE in fp32; the embedders, the timestep network,
+    the text fusion (its projector weighs 12 layers with 12 inputs) and the output layer stay out of
+    ``--quantize_base`` (diffusers skips ``time_embed`` and the norms in its own layerwise casting)."""
+
+    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+        """Everything but the 28 blocks."""
+        return ["img_in", "time_embed", "time_mod_proj", "txt_in", "text_fusion", "final_layer"]
+
+
 #: Krea 2's pipeline folder, as the kit's loader reads it: Qwen3-VL (its stacked hidden states) with its tokenizer;
 #: the Qwen-Image VAE in fp32 (the latents are cached once from it)
 PARTS = PipelineParts(
@@ -77,7 +106,7 @@ PARTS = PipelineParts(
     transformer="Krea2Transformer2DModel",
     vae="AutoencoderKLQwenImage",
     text_encoders=(TextEncoder("Qwen3VLModel"),),
-    precision=Fp32VaePrecision(),
+    precision=Krea2Precision(),
 )
 
 

@@ -55,7 +55,7 @@ def krea2_spec(name: str = "krea2") -> FamilySpec:
         loss=Krea2Loss,
         samples=Krea2Samples,
         plan=Krea2Plan,
-        adapter=KitAdapter(INFO),
+        adapter=KitAdapter(INFO, fp32_vae="AutoencoderKLQwenImage"),  # the reload decodes in fp32, as trained
         image_buckets=BUCKETS,
         card=Krea2Card(INFO),
         setup=TextSettingsSetup(encoders, run_state),

@@ -10,6 +10,12 @@ from dit_lora.families.diffusion.guided_flow import GuidedFlowRun
 DEFAULT_TAPS = (2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32, 35)
 
 
+def tapped_layers(index: dict) -> tuple[int, ...]:
+    """The text encoder's hidden states Krea2Pipeline stacks per token: the folder's ``text_encoder_select_layers``,
+    else the pipeline's default taps of Qwen3-VL-4B."""
+    return tuple(index.get("text_encoder_select_layers") or DEFAULT_TAPS)
+
+
 @dataclass
 class Krea2Run(GuidedFlowRun):
     """The per-run state of a Krea 2 run: the kit's guided flow state (the checkpoint's scheduler config, the caption

@@ -33,3 +33,17 @@ def test_captions_and_images_are_encoded_as_the_pipeline_reads_them(tiny_krea2):
     decoded_input = latents[:, :, None] / std + torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1, 1)
     posterior = vae.encode(pixels[:, :, None]).latent_dist.mode()
     torch.testing.assert_close(decoded_input, posterior, rtol=1e-5, atol=1e-5)
+
+
+def test_the_cache_identity_without_components_is_the_runs(tiny_krea2):
+    """``dit-lora check`` (no components) names the cache namespace a run names: the taps come from the folder."""
+    from helpers import text_encoding
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.registry import get_spec
+
+    comps, _ = text_encoding("krea2", tiny_krea2)
+    cfg = TrainConfig.for_family("krea2", pretrained_model_name_or_path=str(tiny_krea2), mixed_precision="no")
+    encoders = get_spec("krea2").encoders
+    assert encoders.cache_identity(cfg) == encoders.cache_identity(cfg, comps)
+    assert encoders.cache_identity(cfg)["layers"] == [1, 2, 3]
