@@ -36,7 +36,7 @@ from dit_lora.families.diffusion.edit_data import (
     refuse_edit_options,
     to_pil,
 )
-from dit_lora.families.diffusion.packed import latent_ids, pack, packed_samples
+from dit_lora.families.diffusion.packed import latent_ids, pack
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.flux.encoders import FluxEncoders
 from dit_lora.families.flux.loss import FluxLoss
@@ -165,20 +165,15 @@ class KontextSamples(FluxSamples):
             raise UserError("FLUX.1 Kontext validation needs an image to edit: set --validation_image.")
         return state.validation_control
 
-    def generate(
-        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
-    ) -> list:
-        """FLUX.1's, the pipeline given the control latents as the training encodes them (the run's fp32 VAE; the
-        pipeline would encode the image in the transformer's dtype)."""
-        device = next(model.parameters()).device
-        with vae_on(comps, device):
-            latents = cast(torch.Tensor, self.encoders.encode_images(comps, self.control(comps)[None].to(device)))
+    def in_memory_kwargs(self, comps: Components, model: torch.nn.Module, cfg: TrainConfig) -> dict[str, Any]:
+        """The control latents as the training encodes them (the run's fp32 VAE; the pipeline would encode the image
+        in the transformer's dtype), kept at the run's size."""
+        parameter = next(model.parameters())
+        with vae_on(comps, parameter.device):
+            pixels = self.control(comps)[None].to(parameter.device)
+            latents = cast(torch.Tensor, self.encoders.encode_images(comps, pixels))
         size = cfg.data.resolution
-        call = {"image": latents.to(next(model.parameters()).dtype), "max_area": size * size, "_auto_resize": False}
-        return packed_samples(
-            comps, model, self.pipeline, cond, cfg, seed, keys=("prompt_embeds", "pooled_prompt_embeds"),
-            text_parts=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"), **call,
-        )  # fmt: skip
+        return {"image": latents.to(parameter.dtype), "max_area": size * size, "_auto_resize": False}
 
 
 def kontext_parts() -> dict[str, Any]:

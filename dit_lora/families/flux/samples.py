@@ -25,8 +25,13 @@ class FluxSamples(DiffusionSamples):
     pipeline = "FluxPipeline"
 
     def call_kwargs(self, comps: Components | None, cfg: TrainConfig) -> dict[str, Any]:
-        """What the pipeline call takes beside the prompt and the run's settings (Kontext: its control image)."""
+        """What the reloaded pipeline's call takes beside the prompt and the run's settings (Kontext: its control
+        image)."""
         return {}
+
+    def in_memory_kwargs(self, comps: Components, model: torch.nn.Module, cfg: TrainConfig) -> dict[str, Any]:
+        """What the in-memory pipeline's call takes beside the cached embeddings (:meth:`call_kwargs` here)."""
+        return self.call_kwargs(comps, cfg)
 
     def generate(
         self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
@@ -35,7 +40,8 @@ class FluxSamples(DiffusionSamples):
         (the pipeline repeats only what it encodes itself), the VAE moved in to decode."""
         return packed_samples(
             comps, model, self.pipeline, cond, cfg, seed, keys=("prompt_embeds", "pooled_prompt_embeds"),
-            text_parts=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"), **self.call_kwargs(comps, cfg),
+            text_parts=("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"),
+            **self.in_memory_kwargs(comps, model, cfg),
         )  # fmt: skip
 
     def generate_with_pipeline(
