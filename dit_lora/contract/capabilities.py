@@ -80,8 +80,9 @@ class TextSettings:
     max_sequence_length: int
     #: the instruction prefixed to every caption (Sana's complex human instruction), or None
     instruction: tuple[str, ...] | None = None
-    #: text the pipeline puts before every caption inside the same token length (Lumina 2's system prompt and its
-    #: ``" <Prompt Start> "``), or None: the caption-length report counts it with each caption
+    #: text the pipeline encodes with every caption inside the same token length (Lumina 2's system prompt and its
+    #: ``" <Prompt Start> "`` before it, Krea 2's chat-template close after it), or None: the caption-length report
+    #: counts it with each caption
     prefix: str | None = None
 
 

@@ -177,7 +177,7 @@ def truncation_line(samples: Sequence[Any], counter: TokenCounter | None) -> str
     named = ", ".join(f"{s.key} ({len(s.caption):,} characters, {n:,} tokens)" for s, n in over[:MAX_NAMED])
     more = f" and {len(over) - MAX_NAMED} more" if len(over) > MAX_NAMED else ""
     verb = "are cut" if counter.exact else "would likely be cut"
-    prefixed = ", with the text the pipeline puts before every caption in the same length" if counter.prefix else ""
+    prefixed = ", with the text the pipeline encodes with every caption in the same length" if counter.prefix else ""
     return (
         f"long captions: {len(over)} of {len(samples)} caption(s) exceed the {counter.length}-token text length "
         f"({counter.what}{prefixed}) and {verb} to it; the model never sees the rest: {named}{more}. Shorten them, or "

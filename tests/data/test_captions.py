@@ -127,4 +127,4 @@ def test_a_prefix_the_pipeline_puts_before_every_caption_counts_in_its_length():
     assert alone.count(["a red circle on blue"]) == [5] and prefixed.count(["a red circle on blue"]) == [9]
     assert truncation_line(samples, alone) is None
     line = truncation_line(samples, prefixed)
-    assert "1 of 1 caption(s) exceed the 8-token text length" in line and "before every caption" in line
+    assert "1 of 1 caption(s) exceed the 8-token text length" in line and "encodes with every caption" in line

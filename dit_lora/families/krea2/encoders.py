@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 #: ``--max_sequence_length``, else Krea2Pipeline's default, 512 (every caption is padded to it)
 max_sequence_length = CaptionLength(512)
+#: Krea2Pipeline's ``prompt_template_encode_suffix``: appended after the padding, inside the caption length (its
+#: system prefix, 34 tokens with Qwen's tokenizer, is tokenized beyond the length and dropped)
+TEMPLATE_CLOSE = "<|im_end|>\n<|im_start|>assistant\n"
 
 
 def text_pipeline(comps: Components) -> Any:
@@ -40,8 +43,10 @@ class Krea2Encoders(DiffusionEncoders):
     """``FamilySpec.encoders``: the latent cache's encoders and how a run encodes captions."""
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
-        """The run's caption length (padded to it, as the pipeline does)."""
-        return max_sequence_length.settings(cfg)
+        """The run's caption length (padded to it, as the pipeline does), its chat template's closing tokens inside
+        it: the caption-length report counts them with each caption (the pipeline truncates the caption to make room
+        for them)."""
+        return TextSettings(max_sequence_length=max_sequence_length(cfg), prefix=TEMPLATE_CLOSE)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype, caption length and tapped layers."""

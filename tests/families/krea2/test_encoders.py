@@ -47,3 +47,17 @@ def test_the_cache_identity_without_components_is_the_runs(tiny_krea2):
     encoders = get_spec("krea2").encoders
     assert encoders.cache_identity(cfg) == encoders.cache_identity(cfg, comps)
     assert encoders.cache_identity(cfg)["layers"] == [1, 2, 3]
+
+
+def test_the_caption_length_report_counts_the_template_close_the_pipeline_keeps_room_for(tiny_krea2):
+    """The pipeline tokenizes the caption to the length minus its chat template's closing tokens (appended after the
+    padding): the text settings count them with each caption, and they are the pipeline's own suffix."""
+    from diffusers import Krea2Pipeline
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.registry import get_spec
+
+    settings = get_spec("krea2").encoders.text_settings(TrainConfig.for_family("krea2", max_sequence_length=64))
+    pipe = Krea2Pipeline(scheduler=None, vae=None, text_encoder=None, tokenizer=None, transformer=None)
+    assert settings.max_sequence_length == 64 and settings.prefix == pipe.prompt_template_encode_suffix
+    assert pipe.prompt_template_encode_num_suffix_tokens == 5  # its close: <|im_end|> \n <|im_start|> assistant \n
