@@ -148,6 +148,17 @@ def unreadable(path: str) -> str | None:
     return None
 
 
+def target_crop(cfg: TrainConfig) -> tuple[bool, int]:
+    """How the run crops its targets, ``(center_crop, seed)``: each control image follows (:func:`control_pixels`)."""
+    return bool(cfg.data.center_crop), int(cfg.training.seed)
+
+
+def validation_control_paths(cfg: TrainConfig, samples: list) -> list[str]:
+    """The validation samples' control images: ``--validation_image``, else the first training sample's."""
+    chosen = cfg.family_options.validation_image
+    return [chosen] if chosen else list(samples[0].conditions if samples else [])
+
+
 def control_pixels(sample, path: str, crop: tuple[bool, int]) -> torch.Tensor:
     """A control image prepared as its sample's target is: cover-resized to the bucket, the same crop window
     (``crop``: the run's ``(center_crop, seed)``), never flipped; ``(3, H, W)`` in [-1, 1]."""

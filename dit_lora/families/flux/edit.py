@@ -34,7 +34,9 @@ from dit_lora.families.diffusion.edit_data import (
     control_pixels,
     fitted_control,
     refuse_edit_options,
+    target_crop,
     to_pil,
+    validation_control_paths,
 )
 from dit_lora.families.diffusion.packed import latent_ids, pack
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
@@ -44,7 +46,6 @@ from dit_lora.families.flux.model import FluxModel, flux_components
 from dit_lora.families.flux.plan import FluxPlan
 from dit_lora.families.flux.samples import FluxSamples
 from dit_lora.families.flux.state import FluxRun, run_state
-from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -55,8 +56,9 @@ FLAGS = ControlFlags("cond_image_column", "cond_image_dir", "FLUX.1 Kontext")
 
 
 class KontextModel(FluxModel):
-    """``FamilySpec.model``: FLUX.1's checks and loading; a Kontext folder (a FLUX.1 [dev] one is refused), the options
-    an edit run cannot take, a given ``--validation_image``."""
+    """``FamilySpec.model``: FLUX.1's checks and loading, the options an edit run cannot take, a readable
+    ``--validation_image`` (a FluxPipeline folder under ``--family flux_kontext`` is the registry's refusal,
+    ``setup/family_inference.check_task_matches``)."""
 
     def validate_config(self, cfg: TrainConfig) -> None:
         """FLUX.1's checks, then Kontext's own."""
@@ -65,14 +67,6 @@ class KontextModel(FluxModel):
         check_validation_image(cfg, "edit the first training sample's control image")
         if cfg.family_options.validation_image:  # before the 12B model loads, not at the first validation
             fitted_control(cfg.family_options.validation_image, cfg.data.resolution)
-        index = read_component_config(cfg.model, "", "model_index.json") or {}
-        if index.get("_class_name") == "FluxPipeline":
-            raise UserError(
-                f"`{cfg.model.pretrained_model_name_or_path}` is a FluxPipeline (FLUX.1 [dev] text-to-image), not FLUX.1 "
-                "Kontext: an edit LoRA needs the Kontext weights, which take the image to edit in their sequence. "
-                "Train on black-forest-labs/FLUX.1-Kontext-dev (a FluxKontextPipeline folder), or use --family flux "
-                "to train this model text-to-image."
-            )
 
     def build_components(self, cfg: TrainConfig, loaded, device: torch.device) -> Components:
         """:func:`~dit_lora.families.flux.model.flux_components` of the loaded parts."""
@@ -125,16 +119,16 @@ class KontextSetup(TextSettingsSetup):
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """The text settings, and how targets are cropped (the controls are cropped alike)."""
         super().configure(comps, cfg)
-        run_state(comps).crop = (bool(cfg.data.center_crop), int(cfg.training.seed))
+        run_state(comps).crop = target_crop(cfg)
 
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Keep the validation control image: ``--validation_image``, else the first sample's, at the run's size."""
         if not cfg.validation.validation_prompt:
             return
-        path = cfg.family_options.validation_image or (samples[0].conditions[0] if samples else None)
-        if path is None:
+        paths = validation_control_paths(cfg, samples)
+        if not paths:
             raise UserError("FLUX.1 Kontext validation needs an image to edit: set --validation_image.")
-        run_state(comps).validation_control = fitted_control(path, cfg.data.resolution)
+        run_state(comps).validation_control = fitted_control(paths[0], cfg.data.resolution)
 
 
 class KontextPlan(FluxPlan):

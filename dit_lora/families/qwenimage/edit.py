@@ -28,7 +28,7 @@ from PIL import Image
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.edit_data import control_pixels, to_pil
+from dit_lora.families.diffusion.edit_data import control_pixels, target_crop, to_pil, validation_control_paths
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, QwenImageEncoders, QwenImageSetup, pad_text
 from dit_lora.families.qwenimage.loss import QwenImageLoss, pack_latents
 from dit_lora.families.qwenimage.samples import QwenImageSamples
@@ -134,15 +134,14 @@ class EditSetup(QwenImageSetup):
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Text-to-image's settings, plus how targets are cropped (the controls are cropped alike)."""
         super().configure(comps, cfg)
-        run_state(comps).crop = (bool(cfg.data.center_crop), int(cfg.training.seed))
+        run_state(comps).crop = target_crop(cfg)
 
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Keep the validation controls (``--validation_image``, else the first sample's) and their embeddings."""
         if not cfg.validation.validation_prompt:
             return
         state = run_state(comps)
-        paths = [cfg.family_options.validation_image] if cfg.family_options.validation_image else []
-        paths = paths or list(samples[0].conditions if samples else [])
+        paths = validation_control_paths(cfg, samples)
         try:
             images = [Image.open(p).convert("RGB") for p in paths]
         except OSError as err:

@@ -1,7 +1,7 @@
 """FLUX.1 Kontext against diffusers' own FluxKontextPipeline: the step's image sequence is the pipeline's (target
 tokens then the control's, ids ``(1, h, w)``, the target's prediction kept), the cached control latents are its
-``_encode_vae_image``'s, the in-memory validation edit is the reloaded pipeline's; a FLUX.1 [dev] folder and the
-options an edit run cannot take are refused in one paragraph."""
+``_encode_vae_image``'s, the in-memory validation edit is the reloaded pipeline's; the options an edit run cannot
+take are refused in one paragraph."""
 
 from __future__ import annotations
 
@@ -108,12 +108,9 @@ def test_in_memory_edits_are_the_reloaded_pipelines(tiny_kontext, tmp_path):
         assert diff.abs().max() <= 2  # the same images up to the control's and the output's uint8 rounding
 
 
-def test_a_dev_folder_and_the_options_an_edit_run_cannot_take_are_refused(tiny_kontext, tmp_path):
-    from dit_lora.families.flux.demo import build_tiny_flux_pipeline
-
-    dev = build_tiny_flux_pipeline(tmp_path / "dev")
-    with pytest.raises(UserError, match="is a FluxPipeline .* not FLUX.1 Kontext.*--family flux"):
-        get_spec("flux_kontext").model.validate_config(_cfg(dev, resolution=64))
+def test_the_options_an_edit_run_cannot_take_are_refused(tiny_kontext, tmp_path):
+    """(A FLUX.1 [dev] folder under --family flux_kontext: tests/setup/test_family_inference.py's registry-wide
+    refusal of a sibling name's folder.)"""
     for flag, value in (("random_flip", True), ("cache_latents", False)):
         with pytest.raises(UserError, match=f"--{flag}.* not supported for FLUX.1 Kontext"):
             get_spec("flux_kontext").model.validate_config(_cfg(tiny_kontext, resolution=64, **{flag: value}))
