@@ -10,7 +10,7 @@ the user set that differs from the catalogue's.
 from __future__ import annotations
 
 import copy
-from dataclasses import MISSING, dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from dit_lora.catalogue import Checkpoint, by_hub_id, match
@@ -142,11 +142,18 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
     if cfg.video.frame_buckets:  # the buckets are every clip's size (check_combinations): no size default beside them
         for name in ("max_num_frames", "height", "width"):
             proposals.pop(name, None)
+    own = {f.name for f in fields(cfg.family_options)}  # a family's own option (Ideogram 4's --logit_std) too
+
+    def current(name: str) -> Any:
+        return getattr(cfg.family_options, name) if name in own else cfg.option(name)
+
     for name, (value, why) in proposals.items():
-        if name in explicit:
-            if entry is not None and name in entry.defaults and cfg.option(name) != value:
-                chosen.overridden[name] = (cfg.option(name), value)
+        if (name in explicit) if name not in own else cfg.is_set(name):
+            if entry is not None and name in entry.defaults and current(name) != value:
+                chosen.overridden[name] = (current(name), value)
             continue
         chosen.applied[name] = (value, why)
-    chosen.config = replace(cfg, **{name: value for name, (value, _) in chosen.applied.items()})
+    family = {name: value for name, (value, _) in chosen.applied.items() if name in own}
+    config = replace(cfg, **{name: value for name, (value, _) in chosen.applied.items() if name not in own})
+    chosen.config = replace(config, family_options=replace(cfg.family_options, **family)) if family else config
     return chosen

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from dit_lora.core.errors import UserError
 from dit_lora.data.caption_dropout import drop_caption
 from dit_lora.data.masks import PIXEL_KEY, sample_mask
+from dit_lora.data.text_padding import pad_ragged, ragged_keys
 from dit_lora.data.transforms import crop_seed, flip_decision, preprocess_image
 from dit_lora.data.video import FrameStart, decode_clip
 
@@ -260,11 +261,16 @@ class RawVideoDataset(torch.utils.data.Dataset):
 
 
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stack tensors, keep strings as lists."""
+    """Stack tensors (a ragged one's rows zero-padded to the batch's longest:
+    :func:`~dit_lora.data.text_padding.pad_ragged`), keep strings as lists."""
     out: dict[str, Any] = {}
+    ragged = set(ragged_keys(items[0]))
     for key in items[0]:
         values = [it[key] for it in items]
-        out[key] = torch.stack(values) if isinstance(values[0], torch.Tensor) else values
+        if key in ragged:
+            out[key] = pad_ragged(values)
+        else:
+            out[key] = torch.stack(values) if isinstance(values[0], torch.Tensor) else values
     return out
 
 

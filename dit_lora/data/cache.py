@@ -24,6 +24,7 @@ from dit_lora.core.fileio import reporting_disk_full, save_safetensors_atomic
 from dit_lora.core.progress import Progress, say
 from dit_lora.data.kohya import copy_of
 from dit_lora.data.masks import LATENT_KEY, latent_mask
+from dit_lora.data.text_padding import cut_ragged_row
 
 
 def default_cache_root() -> Path:
@@ -271,8 +272,9 @@ def _batch_encoder(
 
 
 def _row(batch: dict[str, torch.Tensor], r: int) -> dict[str, torch.Tensor]:
-    """Row ``r`` of a batch's entries, on the CPU and contiguous (as one cache file holds it)."""
-    return {k: v[r].detach().cpu().contiguous() for k, v in batch.items()}
+    """Row ``r`` of a batch's entries, on the CPU and contiguous (as one cache file holds it), its ragged tensors cut
+    to their own tokens (:func:`~dit_lora.data.text_padding.cut_ragged_row`)."""
+    return cut_ragged_row({k: v[r].detach().cpu().contiguous() for k, v in batch.items()})
 
 
 def _atomic_save(tensors: dict[str, torch.Tensor], path: Path, left: int = 1) -> None:

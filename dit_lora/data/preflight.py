@@ -39,6 +39,7 @@ from dit_lora.data.frames import clip_cropped_share
 from dit_lora.data.kohya import copy_of
 from dit_lora.data.masks import check_mask
 from dit_lora.data.sources import RawSample
+from dit_lora.data.text_padding import comparable_shapes
 from dit_lora.data.transforms import crop_seed, preprocess_image, target_size
 from dit_lora.data.validation import caption_problem, image_problem
 from dit_lora.data.video import FrameStart, choose_bucket, decode_clip, one_frame_buckets, scan_clip
@@ -396,7 +397,11 @@ def check_cache(
         if not hits:
             continue
         namespaces += 1
-        inspected = [(s, f, *inspect_cache_file(f)) for s, f in hits]
+        # a ragged caption's token count is its own (text_padding.LENGTHS): left out of the comparison
+        inspected = []
+        for s, f in hits:
+            problem, shapes = inspect_cache_file(f)
+            inspected.append((s, f, problem, comparable_shapes(shapes)))
         # Entries are compared within their shape group: a clip's bucket (frames x height x width) sets its
         # latent shape, so only clips of one bucket must agree; images form a single group.
         signatures: dict[Any, Counter] = {}

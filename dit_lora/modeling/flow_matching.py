@@ -145,17 +145,24 @@ def sample_indices(
     return (u * num_train_timesteps).long().clamp(max=num_train_timesteps - 1)
 
 
-def density_draws(options, batch_size: int, device: torch.device | str, generator: torch.Generator | None):
+def density_draws(
+    options,
+    batch_size: int,
+    device: torch.device | str,
+    generator: torch.Generator | None,
+    logit_mean: float | None = None,
+):
     """``u`` in [0, 1] per sample (``[batch_size]``) from the run's timestep density: ``options``' (a
-    :class:`~dit_lora.modeling.timestep_options.FlowMatchingOptions`) ``weighting_scheme``, ``logit_mean``,
-    ``logit_std`` and ``mode_scale`` through ``compute_density_for_timestep_sampling``, for a family that shifts
-    ``u`` into its sigmas itself (continuous, not a table index: :func:`sample_indices`)."""
+    :class:`~dit_lora.modeling.timestep_options.FlowMatchingOptions`) ``weighting_scheme``, ``logit_mean`` (or the
+    ``logit_mean`` given: Ideogram 4 moves it with the image's size), ``logit_std`` and ``mode_scale`` through
+    ``compute_density_for_timestep_sampling``, for a family that shifts ``u`` into its sigmas itself (continuous, not
+    a table index: :func:`sample_indices`)."""
     from diffusers.training_utils import compute_density_for_timestep_sampling  # slow: only when a step runs
 
     return compute_density_for_timestep_sampling(
         options.weighting_scheme,
         batch_size,
-        logit_mean=options.logit_mean,
+        logit_mean=options.logit_mean if logit_mean is None else logit_mean,
         logit_std=options.logit_std,
         mode_scale=options.mode_scale,
         device=device,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -191,6 +192,19 @@ def _sdpa_direct(heads: int, head_dim: int, device, dtype, scale: float, seed: i
     return results
 
 
+def _takes(module, argument: str) -> bool:
+    """Whether ``module``'s attention processor takes ``argument`` (by name, or through ``**kwargs``); True for a
+    module without a processor to read."""
+    processor = getattr(module, "processor", None)
+    if processor is None:
+        return True
+    try:
+        params = inspect.signature(processor.__call__).parameters
+    except (TypeError, ValueError):
+        return True
+    return argument in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
 def _test_module(name, module, proc_cls, device, dtype, seed) -> dict[str, Any]:
     """Forward + backward of one attention module on adversarial inputs (or its SDPA directly)."""
     nq, nk = _lengths(device)
@@ -220,10 +234,16 @@ def _test_module(name, module, proc_cls, device, dtype, seed) -> dict[str, Any]:
     else:
         enc = (torch.randn(2, nk, query_dim, generator=g) * scale).to(device, work).requires_grad_(True)
         cases.append((f"{nq} tokens, self-attention", lambda: module(hidden), [hidden]))
-        # joint attention (CogVideoX-style) needs the text stream as encoder_hidden_states
-        cases.append(
-            (f"{nq} + {nk} tokens, joint attention", lambda: module(hidden, encoder_hidden_states=enc), [hidden, enc])
-        )
+        # joint attention (CogVideoX-style) needs the text stream as encoder_hidden_states; a processor that takes
+        # no such argument (Ideogram 4's) is not called with it (diffusers would warn that it ignores it)
+        if _takes(module, "encoder_hidden_states"):
+            cases.append(
+                (
+                    f"{nq} + {nk} tokens, joint attention",
+                    lambda: module(hidden, encoder_hidden_states=enc),
+                    [hidden, enc],
+                )
+            )
     errors: list[str] = []
     for label, fn, inputs in cases:
         try:

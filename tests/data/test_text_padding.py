@@ -110,3 +110,33 @@ def test_sanas_loss_feeds_the_model_the_cut_captions_and_the_same_loss(tiny_sana
     full, cut = loss(None), loss(16)
     assert seen == [300, 16]
     torch.testing.assert_close(cut, full, rtol=1e-5, atol=1e-6)
+
+
+def test_a_ragged_caption_is_cached_to_its_tokens_and_batched_back_padded(tmp_path):
+    """An encoding with ``K`` and ``K_lengths`` (Ideogram 4's captions): each cache row keeps its own tokens, a batch
+    pads them with zeros to its longest, check-data compares the rest of their shapes, and a tensor without the
+    companion is stacked as before."""
+    from safetensors.torch import load_file
+
+    from dit_lora.data.batches import CachedLatentDataset, collate
+    from dit_lora.data.cache import _atomic_save, _row, inspect_cache_file
+    from dit_lora.data.text_padding import comparable_shapes
+
+    features = torch.randn(3, 7, 5)
+    batch = {"latents": torch.randn(3, 4, 2, 2), "prompt_embeds": features,
+             "prompt_embeds_lengths": torch.tensor([7, 2, 4])}  # fmt: skip
+    files = []
+    for r in range(3):
+        files.append(tmp_path / f"{r}.safetensors")
+        _atomic_save(_row(batch, r), files[-1])
+    assert [load_file(str(f))["prompt_embeds"].shape[0] for f in files] == [7, 2, 4]
+    torch.testing.assert_close(load_file(str(files[1]))["prompt_embeds"], features[1, :2])
+    items = [CachedLatentDataset(files)[(i, False)] for i in (1, 2)]
+    out = collate(items)
+    assert out["prompt_embeds"].shape == (2, 4, 5) and out["prompt_embeds_lengths"].tolist() == [2, 4]
+    torch.testing.assert_close(out["prompt_embeds"][0, :2], features[1, :2])
+    assert not out["prompt_embeds"][0, 2:].any() and out["latents"].shape == (2, 4, 2, 2)
+    shapes = [comparable_shapes(inspect_cache_file(f)[1]) for f in files]
+    assert shapes[0] == shapes[1] == shapes[2]  # check-data finds nothing wrong with ragged rows
+    with pytest.raises(RuntimeError):  # without the companion, rows of different lengths are an error as before
+        collate([{"prompt_embeds": features[0]}, {"prompt_embeds": features[1, :2]}])

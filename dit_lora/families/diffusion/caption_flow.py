@@ -45,16 +45,21 @@ def reversed_target(latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
 
 class HostCaptionLengths(DiffusionLoss):
     """``FamilySpec.loss``'s batches with each caption's token count as host ints (``caption_lengths``), from the
-    ``prompt_lengths`` the family's ``encode_prompts`` counted on the host: a transformer that needs them (Z-Image cuts
-    its captions to them, Lumina 2's RoPE embedder reads them) never reads them back from the device."""
+    ``prompt_lengths`` (:attr:`lengths_key`) the family's ``encode_prompts`` counted on the host: a transformer that
+    needs them (Z-Image cuts its captions to them, Lumina 2's RoPE embedder reads them, Ideogram 4 lays its sequence
+    out by them) never reads them back from the device."""
+
+    #: the batch's host tensor of caption token counts (Ideogram 4's ragged cache: ``prompt_embeds_lengths``)
+    lengths_key: str = "prompt_lengths"
 
     def prepare_batch(self, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
-        """The diffusion base's batch, plus ``caption_lengths`` (ints) from the host ``prompt_lengths``."""
+        """The diffusion base's batch, plus ``caption_lengths`` (ints) from the host :attr:`lengths_key`."""
         # Cached: the loader's host tensor, read before it moves (on a CPU the move returns the same tensor, then the
         # device's). Encoded now: encode_prompts made it on the host.
-        lengths = [int(n) for n in batch["prompt_lengths"].tolist()] if cached else None
+        key = self.lengths_key
+        lengths = [int(n) for n in batch[key].tolist()] if cached else None
         out = super().prepare_batch(comps, batch, device, cached)
-        out["caption_lengths"] = lengths if lengths is not None else [int(n) for n in out["prompt_lengths"].tolist()]
+        out["caption_lengths"] = lengths if lengths is not None else [int(n) for n in out[key].tolist()]
         return out
 
 
