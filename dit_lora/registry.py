@@ -162,6 +162,7 @@ BUILT_IN = (
     "chroma",
     "lumina2",
     "krea2",
+    "ideogram4",
 )
 
 _ENTRIES: list[FamilyEntry] = []

@@ -47,6 +47,7 @@ FAMILIES = {
     "chroma": ("chroma/demo.yaml", "tiny-chroma", "shapes"),
     "lumina2": ("lumina2/demo.yaml", "tiny-lumina2", "shapes"),
     "krea2": ("krea2/demo.yaml", "tiny-krea2", "shapes"),
+    "ideogram4": ("ideogram4/demo.yaml", "tiny-ideogram4", "shapes"),
     "llava_next_video": ("videollm/demo.yaml", "tiny-llava-next-video", "qa-clips/videochat2.json"),
     "sanavideo": ("sanavideo/demo.yaml", "tiny-sanavideo", "moving-squares-sanavideo"),
 }

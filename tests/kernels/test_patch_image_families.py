@@ -125,7 +125,20 @@ def _lumina2():
     return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
 
 
-BUILDERS = {"flux": _flux, "chroma": _chroma, "lumina2": _lumina2, "flux2": _flux2, "qwenimage": _qwenimage, "zimage": _zimage}
+def _ideogram4():
+    from dit_lora.families.ideogram4.demo import build_tiny_ideogram4_components
+    from dit_lora.families.ideogram4.loss import sequence
+
+    model = build_tiny_ideogram4_components()["transformer"].float()
+    gen = torch.Generator().manual_seed(0)
+    latents = torch.randn(2, model.config.in_channels, 2, 3, generator=gen)
+    features = torch.randn(2, 5, model.config.llm_features_dim, generator=gen)
+    inputs = {**sequence(latents, features, [3, 5]), "timestep": torch.tensor([0.3, 0.8])}
+    return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
+
+
+BUILDERS = {"flux": _flux, "chroma": _chroma, "lumina2": _lumina2, "flux2": _flux2, "qwenimage": _qwenimage, "zimage": _zimage,
+            "ideogram4": _ideogram4}
 
 
 def _expected_counts(model: nn.Module) -> dict[str, int]:

@@ -169,6 +169,19 @@ def _lumina2():
     return Lumina2Loss(None), comps, batch, Probe((B, C, H, W)), lambda g: g
 
 
+def _ideogram4():
+    from dit_lora.families.ideogram4.loss import Ideogram4Loss
+
+    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "caption_lengths": [3, 2]}  # the batch padded to its longest
+    text = 3
+
+    def to_grid(g):
+        assert (g[:, :text] == 0).all()  # the caption's places get no gradient
+        return g[:, text:].transpose(1, 2).reshape(B, C, H, W)
+
+    return Ideogram4Loss(None), Components(model=None), batch, Probe((B, text + H * W, C)), to_grid
+
+
 FAMILIES = {
     "sana": _sana,
     "dit": _dit,
@@ -181,6 +194,7 @@ FAMILIES = {
     "chroma": _chroma,
     "lumina2": _lumina2,
     "krea2": _krea2,
+    "ideogram4": _ideogram4,
 }
 
 

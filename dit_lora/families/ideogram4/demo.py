@@ -1,0 +1,88 @@
+"""A tiny, randomly initialised Ideogram 4 pipeline built locally (no Hub access needed): an ``Ideogram4Pipeline``
+(``ideogram-ai/ideogram-v4``'s folder as ``save_pretrained`` writes it) with its two transformers, a Qwen3-VL text
+encoder 36 layers deep (the pipeline taps its hidden states at the module constant ``QWEN3_VL_ACTIVATION_LAYERS``,
+up to layer 35) and a Qwen tokenizer with a chat template, trained offline on the demo captions, FLUX.2's VAE (its
+batch-norm statistics measured on the patched latents of a few shapes pictures, as the pipeline packs them: not 0
+and 1) and a scheduler without a shift of its own (the pipeline sets its sigmas). Module names are the real ones;
+only widths shrink (``demo.json``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.tokenizers import demo_words
+from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
+
+#: the tiny configs and their reasons: ``demo.json`` beside this module
+DEMO = DemoFile(
+    __name__,
+    keys=("resolution", "transformer", "vae", "text", "vision", "tokenizer", "scheduler"),
+    what="tiny Ideogram 4",
+)
+#: bump the file's version when the configs, the init or the tokenizer change: builds of another version are rebuilt
+TINY_IDEOGRAM4_VERSION = DEMO.read().version
+
+
+def build_tiny_ideogram4_tokenizer():
+    """A byte-level BPE ``Qwen2Tokenizer`` with a Qwen chat template (text parts of a message's content), trained
+    here on the chat turn and the demo captions."""
+    config = DEMO.read().variant("v4")["tokenizer"]
+    words = demo_words("user assistant", SHAPES_VALIDATION_PROMPT)
+    return tiny.qwen2_tokenizer(words, 600, tuple(config["specials"]), chat_template=config["chat_template"])
+
+
+def set_latent_statistics(vae, resolution: int, seed: int) -> None:
+    """The VAE's batch-norm running mean and variance from a few shapes pictures' latents patched as Ideogram4Pipeline
+    packs them (``(ph, pw, C)`` channels), so the normalisation is tested with statistics that are not 0 and 1."""
+    from dit_lora.families.ideogram4.encoders import packed_latents
+
+    vae.bn.running_mean.zero_()
+    vae.bn.running_var.fill_(1.0 - vae.config.batch_norm_eps)
+    with torch.no_grad():
+        latents = packed_latents(vae, tiny.shapes_pixels(resolution, seed))
+    vae.bn.running_mean.copy_(latents.mean(dim=(0, 2, 3)))
+    vae.bn.running_var.copy_(latents.var(dim=(0, 2, 3)))
+
+
+def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
+    """The tiny ``Ideogram4Pipeline`` (fp32)."""
+    config = DEMO.read().variant(variant)
+    return tiny.TinyPipeline(
+        pipeline="diffusers:Ideogram4Pipeline",
+        marker={"kind": "ideogram4", "variant": variant, "seed": seed, "version": TINY_IDEOGRAM4_VERSION},
+        seed=seed,
+        tokenizer=build_tiny_ideogram4_tokenizer,
+        parts=(
+            tiny.module("transformer", 1, "diffusers:Ideogram4Transformer2DModel", config["transformer"]),
+            tiny.module("unconditional_transformer", 4, "diffusers:Ideogram4Transformer2DModel", config["transformer"]),
+            tiny.module(
+                "vae", 2, "diffusers:AutoencoderKLFlux2", config["vae"],
+                then=lambda vae: set_latent_statistics(vae, config["resolution"], seed),
+            ),
+            tiny.vision_language_model(
+                3, "transformers:Qwen3VLModel", "transformers:Qwen3VLConfig",
+                text_config=config["text"], vision_config=config["vision"],
+                tokens={"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
+                        "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>"},
+                text_tokens={"bos_token_id": "<|endoftext|>", "eos_token_id": "<|im_end|>"},
+            ),
+        ),
+        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
+    )  # fmt: skip
+
+
+def build_tiny_ideogram4_components(variant: str = "v4", seed: int = 0) -> dict[str, Any]:
+    """The Ideogram4Pipeline components in memory, randomly initialised from ``seed`` (fp32, eval mode; the caller's
+    torch RNG state restored; each component seeded on its own)."""
+    return tiny.build_components(_tiny(variant, seed))
+
+
+def build_tiny_ideogram4_pipeline(path: str | Path, variant: str = "v4", seed: int = 0) -> Path:
+    """Write a random tiny ``Ideogram4Pipeline`` to ``path`` and return it; idempotent (a marker names variant, seed
+    and version) and atomic (built beside and renamed into place)."""
+    return tiny.build_pipeline(path, _tiny(variant, seed))

@@ -1,0 +1,95 @@
+"""Ideogram 4's validation samples: from the in-memory transformer through the stock ``Ideogram4Pipeline`` (its
+schedule, its asymmetric guidance ``g v_cond + (1 - g) v_uncond`` with the unconditional transformer brought to the
+device while the samples are drawn, its decode), the validation caption's cached features laid out as its own
+``encode_prompt`` lays them; and from the reloaded pipeline with the saved adapter. Both without autocast
+(diffusers' README: autocast corrupts Ideogram 4's images) at one constant guidance scale
+(``--validation_guidance_scale``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.loader import model_class
+from dit_lora.families.diffusion.sampling import square_images
+from dit_lora.families.ideogram4.encoders import LENGTHS_KEY, max_sequence_length
+from dit_lora.families.ideogram4.loss import layout_ids
+from dit_lora.families.ideogram4.state import Ideogram4Run, run_state
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
+
+@contextmanager
+def on_device(module: Any, device: torch.device) -> Iterator[Any]:
+    """``module`` on ``device`` while it lasts, then back where it waits between validations."""
+    home = next(module.parameters()).device
+    module.to(device)
+    try:
+        yield module
+    finally:
+        module.to(home)
+
+
+def cached_prompt(cond: dict[str, Any]):
+    """An ``encode_prompt`` for the in-memory pipeline that returns the cached caption's features in the layout the
+    pipeline's own builds (called with ``max_sequence_length`` = the caption's tokens: no padding)."""
+    features = cond["prompt_embeds"][:, : int(cond[LENGTHS_KEY][0])]
+
+    def encode_prompt(prompt, grid_h: int, grid_w: int, max_sequence_length: int, device) -> tuple[torch.Tensor, ...]:
+        text = features.to(device, torch.float32)
+        image = text.new_zeros(text.shape[0], grid_h * grid_w, text.shape[-1])
+        return torch.cat([text, image], dim=1), *layout_ids([text.shape[1]], grid_h, grid_w, text.shape[1], device)
+
+    return encode_prompt
+
+
+class Ideogram4Samples(DiffusionSamples):
+    """``FamilySpec.samples``: ``Ideogram4Pipeline`` at ``--resolution`` and the validation guidance scale, with the
+    checkpoint's scheduler (the pipeline sets its own logit-normal sigmas on it)."""
+
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
+        """Images from the in-memory transformer and the validation caption's cached features."""
+        device = next(model.parameters()).device
+        unconditional = Ideogram4Run.required(run_state(comps).unconditional, "unconditional")
+        with vae_on(comps, device) as vae, on_device(unconditional, device) as uncond:
+            pipe = model_class("diffusers", "Ideogram4Pipeline")(
+                scheduler=self.sampler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model,
+                unconditional_transformer=uncond,
+            )  # fmt: skip
+            pipe.encode_prompt = cached_prompt(cond)
+            pipe.set_progress_bar_config(disable=True)
+            text = int(cond[LENGTHS_KEY][0])
+            with torch.autocast(device.type, enabled=False):
+                return square_images(
+                    pipe, cfg, seed, device, cfg.validation.validation_prompt, **self.call_kwargs(cfg, text)
+                )
+
+    def call_kwargs(self, cfg: TrainConfig, text: int) -> dict[str, Any]:
+        """Images per prompt, the constant guidance scale, ``text`` caption tokens."""
+        return {
+            "num_images_per_prompt": cfg.validation.num_validation_images,
+            "guidance_scale": cfg.validation.validation_guidance_scale,
+            "guidance_schedule": None,
+            "max_sequence_length": text,
+        }
+
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
+    ) -> list:
+        """Images of ``prompt`` from the reloaded pipeline at the run's validation settings, without autocast."""
+        with torch.autocast(pipe.transformer.device.type, enabled=False):
+            return square_images(
+                pipe, cfg, seed, pipe.transformer.device, prompt, **self.prompt_kwargs(cfg, num_images)
+            )
+
+    def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
+        """Images per prompt, the constant guidance scale and the run's caption length."""
+        return {**self.call_kwargs(cfg, max_sequence_length(cfg)), "num_images_per_prompt": num_images}

@@ -1,0 +1,64 @@
+"""Ideogram 4's encoders against Ideogram4Pipeline's own code: the cached latents are what its decode undoes, and
+the ragged caption features are its ``encode_prompt``'s real tokens, at any padding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def _comps(parts):
+    from dit_lora.contract.family import Components
+
+    return Components(model=None, encoders={k: parts[k] for k in ("vae", "tokenizer", "text_encoder")})
+
+
+def test_the_latents_are_what_the_pipelines_decode_undoes(parts):
+    """The pipeline's decode (batch-norm denormalisation, then ``view(B, h, w, 2, 2, C).permute(0, 5, 1, 3, 2, 4)``)
+    of the packed tokens gives back the VAE posterior's mode: the patch order and the statistics are the pipeline's."""
+    from dit_lora.families.diffusion.tiny import shapes_pixels
+    from dit_lora.families.ideogram4.encoders import packed_latents
+
+    vae = parts["vae"]
+    pixels = shapes_pixels(64, seed=1, n=2)
+    latents = packed_latents(vae, pixels)
+    assert latents.shape == (2, 16, 4, 4)  # 64 px: 8x smaller, then 2 x 2 patches of 4 channels
+    z = latents.flatten(2).transpose(1, 2)  # the pipeline's (B, tokens, channels), row-major
+    mean = vae.bn.running_mean.view(1, 1, -1)
+    z = z * torch.sqrt(vae.bn.running_var + vae.config.batch_norm_eps).view(1, 1, -1) + mean
+    z = z.view(2, 4, 4, 2, 2, 4).permute(0, 5, 1, 3, 2, 4).reshape(2, 4, 8, 8)
+    with torch.no_grad():
+        mode = vae.encode(pixels).latent_dist.mode()
+    torch.testing.assert_close(z, mode, rtol=1e-5, atol=1e-5)
+    assert bool(vae.bn.running_mean.abs().sum() > 0)  # the tiny VAE's statistics are not 0 and 1
+
+
+def test_captions_keep_their_own_tokens_of_the_pipelines_features(parts):
+    from diffusers import Ideogram4Pipeline
+
+    from dit_lora.families.ideogram4.encoders import LENGTHS_KEY, Ideogram4Encoders, caption_tokens
+
+    captions = ["a red circle", "a small blue square on a green background"]
+    out = Ideogram4Encoders().encode_prompts(_comps(parts), captions)
+    lengths = out[LENGTHS_KEY].tolist()
+    pipe = Ideogram4Pipeline(scheduler=None, vae=None, transformer=None, unconditional_transformer=None,
+                             tokenizer=parts["tokenizer"], text_encoder=parts["text_encoder"])  # fmt: skip
+    features, _, _, indicator = pipe.encode_prompt(captions, grid_h=2, grid_w=2, max_sequence_length=64, device="cpu")
+    assert lengths == (indicator == 3).sum(1).tolist() == [caption_tokens(parts["tokenizer"], c) for c in captions]
+    assert lengths[0] < lengths[1] and out["prompt_embeds"].shape == (2, lengths[1], 13 * 8)
+    for row, n in enumerate(lengths):
+        # the pipeline left-pads to 64 here; the cache encodes at the batch's longest: the same features
+        torch.testing.assert_close(out["prompt_embeds"][row, :n], features[row, 64 - n : 64], rtol=1e-5, atol=1e-6)
+        assert not out["prompt_embeds"][row, n:].any()
+
+
+def test_a_caption_longer_than_the_caption_length_is_refused_in_one_paragraph(parts):
+    from dit_lora.contract.capabilities import TextSettings
+    from dit_lora.core.errors import UserError
+    from dit_lora.families.ideogram4.encoders import Ideogram4Encoders
+    from dit_lora.families.ideogram4.state import run_state
+
+    comps = _comps(parts)
+    run_state(comps).text = TextSettings(max_sequence_length=12)
+    with pytest.raises(UserError, match=r"longer than the caption length, 12 tokens.*--max_sequence_length"):
+        Ideogram4Encoders().encode_prompts(comps, ["a red circle", "a small blue square on a green background"])
