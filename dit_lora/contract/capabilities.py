@@ -84,6 +84,8 @@ class TextSettings:
     #: ``" <Prompt Start> "`` before it, Krea 2's chat-template close after it), or None: the caption-length report
     #: counts it with each caption
     prefix: str | None = None
+    #: the pipeline refuses a longer caption rather than cut it (Ideogram 4): a run stops on one before encoding
+    refused: bool = False
 
 
 @runtime_checkable

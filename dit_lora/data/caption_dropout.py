@@ -26,6 +26,7 @@ from safetensors import safe_open
 from dit_lora.core.collective import main_process_check
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import reporting_disk_full, save_safetensors_atomic
+from dit_lora.data.text_padding import cut_ragged_row
 
 #: name of the empty caption's entry inside a cache namespace folder (sample entries are 32 hex digits)
 EMPTY_PROMPT_FILE = "empty_prompt.safetensors"
@@ -83,7 +84,7 @@ def ensure_empty_prompt(
     if problem != "missing":
         log(f"the empty caption's cache entry {path} is {problem}; encoding it again")
     encoded = encode_prompts([""])
-    tensors = {name: value[0].detach().cpu().contiguous() for name, value in encoded.items()}
+    tensors = cut_ragged_row({name: value[0].detach().cpu().contiguous() for name, value in encoded.items()})
     if not tensors:
         raise UserError(
             "--caption_dropout_probability needs the empty caption's encoding, but this family's "

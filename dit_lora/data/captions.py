@@ -22,6 +22,7 @@ from typing import Any
 from dit_lora.catalogue import entries
 from dit_lora.contract.capabilities import HasTextSettings, PromptText, TextSettings
 from dit_lora.contract.spec import FamilySpec, caption_source
+from dit_lora.core.errors import UserError
 from dit_lora.data.sources import MAX_NAMED
 
 __all__ = [
@@ -54,10 +55,12 @@ class TokenCounter:
         *,
         instruction: bool = False,
         prefix: str | None = None,
+        refused: bool = False,
         exact: bool,
         what: str,
     ) -> None:
         self.length, self.exact, self.what, self.prefix = int(length), exact, what, prefix or ""
+        self.refused = refused  # the pipeline refuses a longer caption (TextSettings.refused), it does not cut it
         self.count = count if not self.prefix else lambda captions: count([self.prefix + c for c in captions])
         # SanaPipeline._get_gemma_prompt_embeds: with the complex human instruction prefixed, the tokenizer keeps
         # len(instruction) + max_sequence_length - 2 tokens, one fewer for the caption than without it.
@@ -77,7 +80,11 @@ def _tokenizer_counts(tokenizer: Any) -> Callable[[list[str]], list[int]]:
 def _shape(text: TextSettings | None) -> dict[str, Any]:
     """What a :class:`TokenCounter` takes of the run's text settings besides the length: whether an instruction is
     prefixed, and the prefix counted with each caption."""
-    return {"instruction": bool(text and text.instruction), "prefix": text.prefix if text else None}
+    return {
+        "instruction": bool(text and text.instruction),
+        "prefix": text.prefix if text else None,
+        "refused": bool(text and text.refused),
+    }
 
 
 def _loaded_settings(comps: Any) -> tuple[int | None, dict[str, Any]]:
@@ -165,24 +172,49 @@ def token_counter_for_model(cfg: Any, spec: FamilySpec) -> tuple[TokenCounter | 
     return estimate, note
 
 
+def _over(samples: Sequence[Any], counter: TokenCounter) -> tuple[list[tuple[Any, int]], str]:
+    """The samples whose captions exceed the counter's limit with their token counts, and the first few named."""
+    counts = counter.count([s.caption for s in samples])
+    over = [(s, n) for s, n in zip(samples, counts) if n > counter.limit]
+    named = ", ".join(f"{s.key} ({len(s.caption):,} characters, {n:,} tokens)" for s, n in over[:MAX_NAMED])
+    return over, named + (f" and {len(over) - MAX_NAMED} more" if len(over) > MAX_NAMED else "")
+
+
 def truncation_line(samples: Sequence[Any], counter: TokenCounter | None) -> str | None:
-    """One line naming the captions the text length cuts (count, the first few with their lengths), or None."""
+    """One line naming the captions the text length cuts (count, the first few with their lengths), or None; for a
+    pipeline that refuses them instead (:attr:`TokenCounter.refused`), the line says a run stops on them."""
     if counter is None or not samples:
         return None
-    captions = [s.caption for s in samples]
-    counts = counter.count(captions)
-    over = [(s, n) for s, n in zip(samples, counts) if n > counter.limit]
+    over, named = _over(samples, counter)
     if not over:
         return None
-    named = ", ".join(f"{s.key} ({len(s.caption):,} characters, {n:,} tokens)" for s, n in over[:MAX_NAMED])
-    more = f" and {len(over) - MAX_NAMED} more" if len(over) > MAX_NAMED else ""
-    verb = "are cut" if counter.exact else "would likely be cut"
     prefixed = ", with the text the pipeline encodes with every caption in the same length" if counter.prefix else ""
+    head = f"long captions: {len(over)} of {len(samples)} caption(s) exceed the {counter.length}-token text length "
+    if counter.refused:
+        return (
+            f"{head}({counter.what}{prefixed}), which the pipeline refuses rather than cut, so a run stops on them "
+            f"before encoding: {named}. Shorten them, or raise --max_sequence_length."
+        )
+    verb = "are cut" if counter.exact else "would likely be cut"
     return (
-        f"long captions: {len(over)} of {len(samples)} caption(s) exceed the {counter.length}-token text length "
-        f"({counter.what}{prefixed}) and {verb} to it; the model never sees the rest: {named}{more}. Shorten them, or "
+        f"{head}({counter.what}{prefixed}) and {verb} to it; the model never sees the rest: {named}. Shorten them, or "
         f"raise --max_sequence_length where the model allows it."
     )
+
+
+def refuse_long_captions(samples: Sequence[Any], counter: TokenCounter | None) -> None:
+    """A run's stop, in one paragraph, on captions over the text length of a pipeline that refuses them
+    (:attr:`TokenCounter.refused`, counted exactly): before anything is encoded, and on every process alike."""
+    if counter is None or not counter.refused or not counter.exact or not samples:
+        return
+    over, named = _over(samples, counter)
+    if over:
+        raise UserError(
+            f"{len(over)} of {len(samples)} caption(s) are longer than the caption length, {counter.length} tokens "
+            f"({counter.what}, with the text the pipeline encodes around every caption), and the pipeline refuses "
+            f"such a prompt rather than cut it, so training does too: {named}. Shorten those captions, or pass a "
+            "larger --max_sequence_length."
+        )
 
 
 def duplicate_line(samples: Sequence[Any]) -> str | None:

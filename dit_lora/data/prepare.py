@@ -41,7 +41,12 @@ from dit_lora.data.cache import (
     verify_cache_file,
 )
 from dit_lora.data.caption_files import refuse_unreadable_captions
-from dit_lora.data.captions import caption_lines, token_counter_for_model, token_counter_from_components
+from dit_lora.data.captions import (
+    caption_lines,
+    refuse_long_captions,
+    token_counter_for_model,
+    token_counter_from_components,
+)
 from dit_lora.data.decode import pixel_budget
 from dit_lora.data.kohya import copy_of
 from dit_lora.data.sources import RawSample, load_samples
@@ -635,6 +640,8 @@ def prepare_data(cfg: TrainConfig, spec: FamilySpec, comps, accelerator, media=N
     # a family may hand in its own, bound to comps
     media = media if media is not None else spec.data.data_handler(cfg, spec)
     samples, held, left_out = _screened_samples(cfg, media, accelerator, log)
+    if samples and hasattr(samples[0], "caption"):  # every process: a pipeline that refuses long captions stops all
+        refuse_long_captions(samples + held, token_counter_from_components(comps))
     if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
         for line in report_lines(media, samples + held, comps):
             log(line)

@@ -196,7 +196,7 @@ def _takes(module, argument: str) -> bool:
     """Whether ``module``'s attention processor takes ``argument`` (by name, or through ``**kwargs``); True for a
     module without a processor to read."""
     processor = getattr(module, "processor", None)
-    if processor is None:
+    if processor is None or not callable(processor):
         return True
     try:
         params = inspect.signature(processor.__call__).parameters
@@ -211,7 +211,7 @@ def _test_module(name, module, proc_cls, device, dtype, seed) -> dict[str, Any]:
     work = _module_dtype(module)
     query_dim = int(getattr(module, "query_dim", 0) or module.to_q.in_features)
     cross_dim = int(getattr(module, "cross_attention_dim", 0) or query_dim)
-    heads = int(getattr(module, "heads", 1))
+    heads = int(getattr(module, "heads", None) or getattr(module, "num_heads", None) or 1)  # Ideogram 4: num_heads
     inner = int(getattr(module, "inner_dim", 0) or query_dim)
     head_dim = max(1, inner // max(1, heads))
     g = torch.Generator(device="cpu").manual_seed(seed)

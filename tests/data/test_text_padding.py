@@ -140,3 +140,15 @@ def test_a_ragged_caption_is_cached_to_its_tokens_and_batched_back_padded(tmp_pa
     assert shapes[0] == shapes[1] == shapes[2]  # check-data finds nothing wrong with ragged rows
     with pytest.raises(RuntimeError):  # without the companion, rows of different lengths are an error as before
         collate([{"prompt_embeds": features[0]}, {"prompt_embeds": features[1, :2]}])
+
+
+def test_the_empty_captions_entry_keeps_its_own_tokens_too(tmp_path):
+    from safetensors.torch import load_file
+
+    from dit_lora.data.caption_dropout import ensure_empty_prompt
+
+    def encode(captions):
+        return {"prompt_embeds": torch.ones(1, 9, 3), "prompt_embeds_lengths": torch.tensor([4])}
+
+    assert ensure_empty_prompt(tmp_path / "empty.safetensors", encode, print)
+    assert load_file(str(tmp_path / "empty.safetensors"))["prompt_embeds"].shape == (4, 3)

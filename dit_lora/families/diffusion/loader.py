@@ -270,6 +270,29 @@ def load_pipeline(model: KitModel, cfg: TrainConfig, device: torch.device) -> Co
     return model.build_components(cfg, loaded, device)
 
 
+def load_frozen_transformer(parts: PipelineParts, cfg: TrainConfig, subfolder: str) -> Any:
+    """A further transformer of the folder that a run never trains (Ideogram 4's ``unconditional_transformer``, which
+    only its samples run): read as the trained one is (the weight dtype, ``--quantize_base`` with the family's skip
+    list, the 4-bit layout kept), frozen and in eval mode, then in host memory (a bitsandbytes load lands on the GPU):
+    the family brings it to the device while it runs."""
+    try:
+        with quantize.diffusers_loading(cfg.model):
+            module = model_class("diffusers", parts.transformer).from_pretrained(
+                cfg.model.pretrained_model_name_or_path,
+                subfolder=subfolder,
+                revision=cfg.model.revision,
+                variant=cfg.model.variant,
+                use_safetensors=True,  # never a pickle
+                **dtype_kwarg("diffusers", cfg.weight_dtype),
+                **quantize.diffusers_kwargs(cfg),
+            )
+    except (OSError, ValueError, ImportError) as err:
+        raise load_error(parts.kind, cfg.model, err) from None
+    quantize.after_loading(cfg.model, module, parts.precision.quantize_skip_modules(cfg))
+    quantize.keep_4bit_layout(module)
+    return module.requires_grad_(False).eval().to("cpu")
+
+
 def freeze(transformers: Iterable[Any], vae: Any, text_encoders: Iterable[Any] = ()) -> None:
     """Every part frozen, the VAE and the text encoders (None: absent) also in eval mode: what a load does, and a
     memory plan's parts on the meta device."""

@@ -180,6 +180,26 @@ def vision_language_model(
     return Part("text_encoder", seed, make, dtype)
 
 
+def qwen3_vl(seed: int, text_config: Mapping[str, Any], vision_config: Mapping[str, Any]) -> Part:
+    """A ``Qwen3VLModel`` as a pipeline's text encoder (Krea 2's, Ideogram 4's): :func:`vision_language_model` with
+    Qwen's vision and chat tokens (the tokenizer's ``<|image_pad|>``, ``<|video_pad|>``, ``<|vision_start|>``,
+    ``<|vision_end|>``; ``<|endoftext|>`` and ``<|im_end|>`` for its text config's bos and eos)."""
+    return vision_language_model(
+        seed,
+        "transformers:Qwen3VLModel",
+        "transformers:Qwen3VLConfig",
+        text_config=text_config,
+        vision_config=vision_config,
+        tokens={
+            "image_token_id": "<|image_pad|>",
+            "video_token_id": "<|video_pad|>",
+            "vision_start_token_id": "<|vision_start|>",
+            "vision_end_token_id": "<|vision_end|>",
+        },
+        text_tokens={"bos_token_id": "<|endoftext|>", "eos_token_id": "<|im_end|>"},
+    )
+
+
 def build_components(description: TinyPipeline) -> dict[str, Any]:
     """The pipeline's components in memory: the tokenizer, every part (each from its own seed, in eval mode, in its
     dtype; the caller's torch RNG state restored), the scheduler and the processors."""

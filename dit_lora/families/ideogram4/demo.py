@@ -64,13 +64,7 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
                 "vae", 2, "diffusers:AutoencoderKLFlux2", config["vae"],
                 then=lambda vae: set_latent_statistics(vae, config["resolution"], seed),
             ),
-            tiny.vision_language_model(
-                3, "transformers:Qwen3VLModel", "transformers:Qwen3VLConfig",
-                text_config=config["text"], vision_config=config["vision"],
-                tokens={"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
-                        "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>"},
-                text_tokens={"bos_token_id": "<|endoftext|>", "eos_token_id": "<|im_end|>"},
-            ),
+            tiny.qwen3_vl(3, config["text"], config["vision"]),
         ),
         scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
     )  # fmt: skip

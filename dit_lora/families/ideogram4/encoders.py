@@ -50,16 +50,17 @@ def caption_tokens(tokenizer, caption: str) -> int:
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def check_lengths(lengths: list[int], captions: list[str], limit: int) -> None:
-    """A caption over the run's caption length is one paragraph (the pipeline would raise mid-cache)."""
+def check_lengths(lengths: list[int], captions: list[str], limit: int, what: str = "caption(s)") -> None:
+    """Text over the run's caption length is one paragraph (the pipeline would raise): the run's report stops on a
+    training caption before anything is encoded; this stops what it does not see (``what``: the validation prompt,
+    a caption encoded in the step)."""
     over = [(n, c) for n, c in zip(lengths, captions, strict=True) if n > limit]
     if over:
         tokens, caption = max(over)
         raise UserError(
-            f"{len(over)} caption(s) are longer than the caption length, {limit} tokens (the longest, {tokens} tokens "
-            f"with its chat turn, begins {caption[:60]!r}). Ideogram4Pipeline refuses such a prompt rather than cut "
-            "it, so training does too: shorten those captions, or pass a larger --max_sequence_length (the "
-            "pipeline's default is 2048)."
+            f"{len(over)} {what} longer than the caption length, {limit} tokens (the longest, {tokens} tokens with its "
+            f"chat turn, begins {caption[:60]!r}). Ideogram4Pipeline refuses such a prompt rather than cut it, so "
+            "training does too: shorten it, or pass a larger --max_sequence_length (the pipeline's default is 2048)."
         )
 
 
@@ -90,8 +91,9 @@ class Ideogram4Encoders(DiffusionEncoders):
     """``FamilySpec.encoders``: the latent cache's encoders and how a run encodes captions."""
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
-        """The run's caption length, the chat turn counted with each caption."""
-        return TextSettings(max_sequence_length=max_sequence_length(cfg), prefix=CHAT_TURN)
+        """The run's caption length, the chat turn counted with each caption, a longer caption refused (the
+        caption-length report stops the run on one before anything is encoded)."""
+        return TextSettings(max_sequence_length=max_sequence_length(cfg), prefix=CHAT_TURN, refused=True)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant and text dtype (a caption's features do not depend on the caption
@@ -111,7 +113,7 @@ class Ideogram4Encoders(DiffusionEncoders):
         zeroed features through its own transformer."""
         limit = max_sequence_length.recorded(run_state(comps).text)
         lengths = [caption_tokens(comps.encoders["tokenizer"], c) for c in captions]
-        check_lengths(lengths, list(captions), limit)
+        check_lengths(lengths, list(captions), limit, "--validation_prompt is" if with_negative else "caption(s) are")
         encoder = comps.encoders["text_encoder"]
         with torch.no_grad():
             features, *_ = text_pipeline(comps).encode_prompt(

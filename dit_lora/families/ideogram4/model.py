@@ -4,19 +4,26 @@ buckets and ``--demo``."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.core.engine import decide_engine
+from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion import packed
 from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, model_class
+from dit_lora.families.diffusion.loader import (
+    KitModel,
+    LoadedParts,
+    PipelineParts,
+    TextEncoder,
+    load_frozen_transformer,
+)
 from dit_lora.families.ideogram4 import demo as tiny_ideogram4  # looked up at call time: tests stand in the build
 from dit_lora.families.ideogram4.state import Ideogram4Run
-from dit_lora.modelfiles.pipeline_files import check_safetensors, load_error
-from dit_lora.modeling import quantize
+from dit_lora.modelfiles.pipeline_files import check_safetensors, read_component_config
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -37,28 +44,39 @@ class Ideogram4Precision(Fp32VaePrecision):
         return ["input_proj", "t_embedding", "adaln_proj", "embed_image_indicator", "final_layer"]
 
 
-def load_unconditional(cfg: TrainConfig, parts: PipelineParts) -> Any:
-    """``Ideogram4Pipeline``'s ``unconditional_transformer`` for the run's validation samples (None without
-    ``--validation_prompt``: training never runs it): in the run's weight dtype and ``--quantize_base`` as the trained
-    one, frozen, in host memory (the samples bring it to the device while they are drawn)."""
-    if not cfg.validation.validation_prompt:
+def load_unconditional(cfg: TrainConfig) -> Any:
+    """``Ideogram4Pipeline``'s ``unconditional_transformer`` for the run's validation samples, read on the processes
+    that draw them (the main one; every one under FSDP2, whose samples run on each), as the kit reads a transformer
+    it never trains (:func:`~dit_lora.families.diffusion.loader.load_frozen_transformer`: host memory); None without
+    ``--validation_prompt`` (training never runs it)."""
+    if not cfg.validation.validation_prompt or not draws_samples():
         return None
-    cls = model_class("diffusers", parts.transformer)
-    try:
-        with quantize.diffusers_loading(cfg.model):
-            module = cls.from_pretrained(
-                cfg.model.pretrained_model_name_or_path,
-                subfolder="unconditional_transformer",
-                revision=cfg.model.revision,
-                variant=cfg.model.variant,
-                use_safetensors=True,  # never a pickle
-                **dtype_kwarg("diffusers", cfg.weight_dtype),
-                **quantize.diffusers_kwargs(cfg),
-            )
-    except (OSError, ValueError, ImportError) as err:
-        raise load_error(parts.kind, cfg.model, err) from None
-    quantize.after_loading(cfg.model, module, parts.precision.quantize_skip_modules(cfg))
-    return module.requires_grad_(False).eval()
+    return load_frozen_transformer(PARTS, cfg, "unconditional_transformer")
+
+
+def draws_samples() -> bool:
+    """Whether this process draws the validation samples: the main process, or every one under FSDP2."""
+    from accelerate import PartialState  # set up by the run's Accelerator before anything loads
+
+    return PartialState().is_main_process or decide_engine().name == "fsdp2"
+
+
+def check_unconditional(cfg: TrainConfig) -> None:
+    """With ``--validation_prompt``, the folder's ``unconditional_transformer/`` (the samples' guidance runs it) is
+    there before anything loads, in one paragraph naming it."""
+    local = os.path.isdir(cfg.model.path)  # a Hub id not downloaded yet: its load names what is missing
+    if (
+        not cfg.validation.validation_prompt
+        or not local
+        or read_component_config(cfg.model, "unconditional_transformer")
+    ):
+        return
+    raise UserError(
+        f"`{cfg.model.pretrained_model_name_or_path}` has no readable unconditional_transformer/config.json, and "
+        "--validation_prompt draws samples with Ideogram4Pipeline's asymmetric guidance, which runs that second "
+        "transformer. Pass the complete Ideogram 4 folder (transformer/, unconditional_transformer/, vae/, "
+        "text_encoder/, tokenizer/), or drop --validation_prompt to train without samples."
+    )
 
 
 class Ideogram4Defaults:
@@ -78,12 +96,13 @@ class Ideogram4Model(KitModel):
         loads, at a size the pipeline takes."""
         self.check_folder(cfg)
         check_safetensors(cfg.model, ("unconditional_transformer",), PARTS.kind)
+        check_unconditional(cfg)
         check_resolution(cfg.data.resolution)
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device | None) -> Components:
         """The components of the loaded parts; the unconditional transformer read too where samples are drawn (not
         for a plan, whose parts are on the meta device: ``device`` None)."""
-        state = Ideogram4Run(unconditional=load_unconditional(cfg, PARTS) if device is not None else None)
+        state = Ideogram4Run(unconditional=load_unconditional(cfg) if device is not None else None)
         return state.components(loaded)
 
 

@@ -49,6 +49,21 @@ def cached_prompt(cond: dict[str, Any]):
     return encode_prompt
 
 
+#: said once when the unconditional transformer finds no room on the device beside the trained one
+NO_ROOM = (
+    "validation samples skipped: the unconditional transformer Ideogram4Pipeline's guidance runs ({size:.1f} GiB) "
+    "does not fit on {device} beside the model being trained ({error}). Training goes on; the final samples come from "
+    "the saved adapter in a fresh pipeline after training. To keep samples during training, free memory "
+    "(--quantize_base fp8_scaled halves both transformers) or drop --validation_steps."
+)
+
+
+def gib(module: Any) -> float:
+    """``module``'s parameters and buffers in GiB."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors) / 2**30
+
+
 class Ideogram4Samples(DiffusionSamples):
     """``FamilySpec.samples``: ``Ideogram4Pipeline`` at ``--resolution`` and the validation guidance scale, with the
     checkpoint's scheduler (the pipeline sets its own logit-normal sigmas on it)."""
@@ -59,6 +74,15 @@ class Ideogram4Samples(DiffusionSamples):
         """Images from the in-memory transformer and the validation caption's cached features."""
         device = next(model.parameters()).device
         unconditional = Ideogram4Run.required(run_state(comps).unconditional, "unconditional")
+        try:
+            return self.guided(comps, model, unconditional, cond, cfg, seed, device)
+        except torch.OutOfMemoryError as err:  # its weights or the guided passes: the run keeps training
+            torch.cuda.empty_cache()
+            print(NO_ROOM.format(size=gib(unconditional), device=device, error=str(err).splitlines()[0][:120]))
+            return []
+
+    def guided(self, comps, model, unconditional, cond: dict[str, Any], cfg: TrainConfig, seed: int, device) -> list:
+        """The stock pipeline's images with both transformers and the VAE on ``device``, back home after."""
         with vae_on(comps, device) as vae, on_device(unconditional, device) as uncond:
             pipe = model_class("diffusers", "Ideogram4Pipeline")(
                 scheduler=self.sampler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model,

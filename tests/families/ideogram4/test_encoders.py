@@ -62,3 +62,43 @@ def test_a_caption_longer_than_the_caption_length_is_refused_in_one_paragraph(pa
     run_state(comps).text = TextSettings(max_sequence_length=12)
     with pytest.raises(UserError, match=r"longer than the caption length, 12 tokens.*--max_sequence_length"):
         Ideogram4Encoders().encode_prompts(comps, ["a red circle", "a small blue square on a green background"])
+
+
+def test_a_run_stops_on_a_long_caption_before_encoding_with_the_tokenizers_exact_count(parts):
+    """The caption-length report counts what the pipeline encodes (the chat turn with each caption), and for Ideogram
+    4 (TextSettings.refused) a run stops on a caption over the length, naming it, before anything is encoded;
+    check-data's line says so too."""
+    from types import SimpleNamespace
+
+    from dit_lora.contract.family import Components
+    from dit_lora.core.errors import UserError
+    from dit_lora.data.captions import refuse_long_captions, token_counter_from_components, truncation_line
+    from dit_lora.families.ideogram4.encoders import Ideogram4Encoders, caption_tokens
+    from dit_lora.families.ideogram4.state import Ideogram4Run
+    from dit_lora.config import TrainConfig
+
+    captions = ["a red circle", " a small blue square\non a green background", "circle circle circle circle"]
+    exact = [caption_tokens(parts["tokenizer"], c) for c in captions]
+    cfg = TrainConfig.for_family("ideogram4", max_sequence_length=max(exact) - 1)
+    state = Ideogram4Run(text=Ideogram4Encoders().text_settings(cfg))
+    counter = token_counter_from_components(Components(model=None, encoders={"tokenizer": parts["tokenizer"]}, state=state))
+    assert counter.count(captions) == exact and counter.refused
+    samples = [SimpleNamespace(key=f"{i}.png", caption=c) for i, c in enumerate(captions)]
+    longest = samples[exact.index(max(exact))].key
+    with pytest.raises(UserError, match=rf"1 of 3 caption\(s\) are longer .*{longest}.*--max_sequence_length") as stop:
+        refuse_long_captions(samples, counter)
+    assert "\n" not in str(stop.value)
+    assert "refuses rather than cut, so a run stops on them" in truncation_line(samples, counter)
+    refuse_long_captions(samples[:0] + [s for s, n in zip(samples, exact) if n < max(exact)], counter)  # the rest pass
+
+
+def test_a_long_validation_prompt_is_refused_by_its_name(parts):
+    from dit_lora.contract.capabilities import TextSettings
+    from dit_lora.core.errors import UserError
+    from dit_lora.families.ideogram4.encoders import Ideogram4Encoders
+    from dit_lora.families.ideogram4.state import run_state
+
+    comps = _comps(parts)
+    run_state(comps).text = TextSettings(max_sequence_length=12)
+    with pytest.raises(UserError, match=r"--validation_prompt is longer than the caption length, 12 tokens"):
+        Ideogram4Encoders().encode_prompts(comps, ["a small blue square on a green background"], with_negative=True)

@@ -55,3 +55,31 @@ def test_the_embedders_and_output_stay_out_of_quantization(parts):
     assert set(skipped) <= names  # each one a module of the transformer
     assert {"t_embedding", "adaln_proj", "embed_image_indicator", "final_layer"} <= set(skipped)  # diffusers' script's
     assert "layers" not in skipped and "llm_cond_proj" not in skipped
+
+
+def test_samples_without_the_unconditional_transformer_are_refused_before_anything_loads(tiny_ideogram4, tmp_path):
+    from dit_lora.config import TrainConfig
+    from dit_lora.core.errors import UserError
+    from dit_lora.registry import get_spec
+
+    model = get_spec("ideogram4").model
+    half = shutil.copytree(tiny_ideogram4, tmp_path / "half")
+    shutil.rmtree(half / "unconditional_transformer")
+    model.validate_config(TrainConfig.for_family("ideogram4", pretrained_model_name_or_path=str(half)))  # trains
+    cfg = TrainConfig.for_family("ideogram4", pretrained_model_name_or_path=str(half), validation_prompt="a circle")
+    with pytest.raises(UserError, match=r"no readable unconditional_transformer/config.json.*drop --validation_prompt"):
+        model.validate_config(cfg)
+
+
+def test_the_unconditional_transformer_is_read_frozen_into_host_memory(tiny_ideogram4):
+    import torch
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.families.ideogram4.model import load_unconditional
+
+    cfg = TrainConfig.for_family("ideogram4", pretrained_model_name_or_path=str(tiny_ideogram4),
+                                 mixed_precision="bf16", validation_prompt="a circle")  # fmt: skip
+    module = load_unconditional(cfg)
+    params = list(module.parameters())
+    assert not module.training and not any(p.requires_grad for p in params)
+    assert {p.device.type for p in params} == {"cpu"} and params[0].dtype == torch.bfloat16

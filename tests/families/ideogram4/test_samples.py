@@ -71,3 +71,24 @@ def test_the_cards_snippet_runs_on_the_reloaded_pipeline(tiny_ideogram4, tmp_pat
     pipe.set_progress_bar_config(disable=True)
     images = spec.samples.generate_with_pipeline(pipe, "a red circle", cfg, seed=0, num_images=1)
     assert len(images) == 1 and images[0].size == (64, 64)
+
+
+def test_no_room_for_the_unconditional_transformer_skips_the_samples_and_training_goes_on(tiny_ideogram4, capsys):
+    """Its move to the device runs out of memory (simulated here): one paragraph, no images, the module left home."""
+    from dit_lora.contract.spec import configure
+    from dit_lora.registry import get_spec
+
+    spec = get_spec("ideogram4")
+    cfg = _cfg(tiny_ideogram4, validation_prompt="a red circle")
+    comps = spec.model.load_components(cfg, torch.device("cpu"))
+    configure(spec, comps, cfg)
+    cond = spec.samples.validation_inputs(comps, cfg.validation)
+    uncond = comps.state.unconditional
+
+    def full(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 17.50 GiB")
+
+    uncond.to = full
+    assert spec.samples.generate(comps, comps.model, cond, cfg, seed=0) == []
+    said = capsys.readouterr().out
+    assert "validation samples skipped" in said and "Training goes on" in said and "17.50 GiB" in said

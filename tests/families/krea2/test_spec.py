@@ -30,12 +30,7 @@ def test_a_pipeline_of_its_own_dimensions_is_found_trained_and_reloaded(tmp_path
     own = replace(description, marker={**description.marker, "own": True}, parts=(
         tiny.module("transformer", 1, "diffusers:Krea2Transformer2DModel", transformer),
         description.parts[1],
-        tiny.vision_language_model(
-            3, "transformers:Qwen3VLModel", "transformers:Qwen3VLConfig", text_config=text, vision_config=vision,
-            tokens={"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
-                    "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>"},
-            text_tokens={"bos_token_id": "<|endoftext|>", "eos_token_id": "<|im_end|>"},
-        ),
+        tiny.qwen3_vl(3, text, vision),
     ), pipeline_kwargs={"text_encoder_select_layers": (1, 2)})  # fmt: skip
     assert encoder.name == "text_encoder"
     model = tiny.build_pipeline(tmp_path / "model", own)
