@@ -22,7 +22,6 @@ from typing import Any
 from dit_lora.catalogue import entries
 from dit_lora.contract.capabilities import HasTextSettings, PromptText, TextSettings
 from dit_lora.contract.spec import FamilySpec, caption_source
-from dit_lora.core.errors import UserError
 from dit_lora.data.sources import MAX_NAMED
 
 __all__ = [
@@ -192,8 +191,8 @@ def truncation_line(samples: Sequence[Any], counter: TokenCounter | None) -> str
     head = f"long captions: {len(over)} of {len(samples)} caption(s) exceed the {counter.length}-token text length "
     if counter.refused:
         return (
-            f"{head}({counter.what}{prefixed}), which the pipeline refuses rather than cut, so a run stops on them "
-            f"before encoding: {named}. Shorten them, or raise --max_sequence_length."
+            f"{head}({counter.what}{prefixed}), which the pipeline refuses rather than cut, so a run leaves them out "
+            f"as bad samples: {named}. Shorten them, or raise --max_sequence_length."
         )
     verb = "are cut" if counter.exact else "would likely be cut"
     return (
@@ -202,19 +201,12 @@ def truncation_line(samples: Sequence[Any], counter: TokenCounter | None) -> str
     )
 
 
-def refuse_long_captions(samples: Sequence[Any], counter: TokenCounter | None) -> None:
-    """A run's stop, in one paragraph, on captions over the text length of a pipeline that refuses them
-    (:attr:`TokenCounter.refused`, counted exactly): before anything is encoded, and on every process alike."""
+def refused_captions(samples: Sequence[Any], counter: TokenCounter | None) -> dict[str, int]:
+    """``{sample key: tokens}`` of the captions a run leaves out (a pipeline that refuses them,
+    :attr:`TokenCounter.refused`, counted exactly): check-data blocks their rows as the run quarantines them."""
     if counter is None or not counter.refused or not counter.exact or not samples:
-        return
-    over, named = _over(samples, counter)
-    if over:
-        raise UserError(
-            f"{len(over)} of {len(samples)} caption(s) are longer than the caption length, {counter.length} tokens "
-            f"({counter.what}, with the text the pipeline encodes around every caption), and the pipeline refuses "
-            f"such a prompt rather than cut it, so training does too: {named}. Shorten those captions, or pass a "
-            "larger --max_sequence_length."
-        )
+        return {}
+    return {s.key: n for s, n in _over(samples, counter)[0]}
 
 
 def duplicate_line(samples: Sequence[Any]) -> str | None:

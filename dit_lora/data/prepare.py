@@ -43,7 +43,7 @@ from dit_lora.data.cache import (
 from dit_lora.data.caption_files import refuse_unreadable_captions
 from dit_lora.data.captions import (
     caption_lines,
-    refuse_long_captions,
+    refused_captions,
     token_counter_for_model,
     token_counter_from_components,
 )
@@ -206,7 +206,12 @@ class ImageMedia:
             buckets=self.buckets,
             unmasked_weight=cfg.data.unmasked_weight,
         )
-        report_captions(samples, cfg, self.spec, log)
+        refused = report_captions(samples, cfg, self.spec, log)
+        for row in rows:  # what the run stops on before encoding, a row per caption here
+            if row.what == "sample" and row.key in refused:
+                row.status = preflight.BLOCK
+                over = f"caption of {refused[row.key]} tokens, over --max_sequence_length (the pipeline refuses it)"
+                row.problem = "; ".join(filter(None, [over, row.problem]))
         if cfg.data.masked_loss:  # what the run refuses before screening, a row per image here
             without = {s.key for s in samples if not s.has_mask}
             for row in rows:
@@ -345,14 +350,16 @@ def check_image_buckets(spec: FamilySpec, cfg: TrainConfig) -> None:
         aspect.run_buckets(cfg.data.aspect_buckets, cfg.data.resolution, fallback.bucket_stride(spec, cfg)[0])
 
 
-def report_captions(samples: list, cfg: TrainConfig, spec: FamilySpec, log: Callable[[str], Any]) -> None:
+def report_captions(samples: list, cfg: TrainConfig, spec: FamilySpec, log: Callable[[str], Any]) -> dict[str, int]:
     """check-data's lines on duplicate rows and captions the text length cuts (the model's tokenizer when
-    --pretrained_model_name_or_path is given, else a character estimate, said so)."""
+    --pretrained_model_name_or_path is given, else a character estimate, said so); returns ``{sample key: tokens}``
+    of the captions a run would stop on (a pipeline that refuses them: Ideogram 4)."""
     counter, note = token_counter_for_model(cfg, spec)
     for line in caption_lines(samples, counter):
         log(line)
     if note and counter is not None:
         log(note)
+    return refused_captions(samples, counter)
 
 
 def report_lines(media, samples: list, comps) -> list[str]:
@@ -512,6 +519,30 @@ def _screened_samples(cfg: TrainConfig, media, accelerator, log) -> tuple[list, 
     return samples, held, left_out
 
 
+def _without_refused_captions(samples: list, held: list, left_out: _LeftOut, comps, cfg, accelerator, log):
+    """Stage 1b: the samples whose captions a family's pipeline refuses (longer than the run's caption length,
+    ``TextSettings.refused``: Ideogram 4) left out as bad samples are, named in ``quarantine.json`` with their token
+    counts and counted against ``--max_bad_samples_fraction`` (every process alike); returns (training, held out)."""
+    counter = token_counter_from_components(comps) if samples else None
+    refused = refused_captions(samples + held, counter)
+    if counter is None or not refused:
+        return samples, held
+    for key, tokens in refused.items():
+        reason = f"caption of {tokens} tokens, over the caption length {counter.length} (the pipeline refuses it)"
+        left_out.entries.append({"key": key, "reason": reason})
+    log(
+        f"long captions: {len(refused)} sample(s) left out, their captions longer than the caption length, which the "
+        "pipeline refuses rather than cut (each named in quarantine.json; shorten them, or raise "
+        "--max_sequence_length)"
+    )
+    try:
+        left_out.stop_if_too_many()
+    except UserError:
+        write_quarantine(cfg.training.output_dir, accelerator, left_out.entries)
+        raise
+    return [s for s in samples if s.key not in refused], [s for s in held if s.key not in refused]
+
+
 def _checked_cache_files(cfg: TrainConfig, media, comps, samples: list, training: int, accelerator, log):
     """Stage 3a: each sample's cache file, its bad existing entries deleted; returns (cache folder, files,
     ``{index: problem}`` of the bad entries, indices still to encode). Indices >= ``training`` are held out."""
@@ -640,8 +671,7 @@ def prepare_data(cfg: TrainConfig, spec: FamilySpec, comps, accelerator, media=N
     # a family may hand in its own, bound to comps
     media = media if media is not None else spec.data.data_handler(cfg, spec)
     samples, held, left_out = _screened_samples(cfg, media, accelerator, log)
-    if samples and hasattr(samples[0], "caption"):  # every process: a pipeline that refuses long captions stops all
-        refuse_long_captions(samples + held, token_counter_from_components(comps))
+    samples, held = _without_refused_captions(samples, held, left_out, comps, cfg, accelerator, log)
     if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
         for line in report_lines(media, samples + held, comps):
             log(line)

@@ -64,32 +64,66 @@ def test_a_caption_longer_than_the_caption_length_is_refused_in_one_paragraph(pa
         Ideogram4Encoders().encode_prompts(comps, ["a red circle", "a small blue square on a green background"])
 
 
-def test_a_run_stops_on_a_long_caption_before_encoding_with_the_tokenizers_exact_count(parts):
-    """The caption-length report counts what the pipeline encodes (the chat turn with each caption), and for Ideogram
-    4 (TextSettings.refused) a run stops on a caption over the length, naming it, before anything is encoded;
-    check-data's line says so too."""
+def test_a_long_caption_is_left_out_as_a_bad_sample_by_the_tokenizers_exact_count(parts):
+    """The caption-length report counts what the pipeline encodes (the chat turn with each caption, exactly), and for
+    Ideogram 4 (TextSettings.refused) a caption over the length is a sample the run leaves out, named with its token
+    count (check-data blocks its row); the rest pass."""
     from types import SimpleNamespace
 
+    from dit_lora.config import TrainConfig
     from dit_lora.contract.family import Components
-    from dit_lora.core.errors import UserError
-    from dit_lora.data.captions import refuse_long_captions, token_counter_from_components, truncation_line
+    from dit_lora.data.captions import refused_captions, token_counter_from_components, truncation_line
     from dit_lora.families.ideogram4.encoders import Ideogram4Encoders, caption_tokens
     from dit_lora.families.ideogram4.state import Ideogram4Run
-    from dit_lora.config import TrainConfig
 
     captions = ["a red circle", " a small blue square\non a green background", "circle circle circle circle"]
     exact = [caption_tokens(parts["tokenizer"], c) for c in captions]
     cfg = TrainConfig.for_family("ideogram4", max_sequence_length=max(exact) - 1)
     state = Ideogram4Run(text=Ideogram4Encoders().text_settings(cfg))
-    counter = token_counter_from_components(Components(model=None, encoders={"tokenizer": parts["tokenizer"]}, state=state))
+    comps = Components(model=None, encoders={"tokenizer": parts["tokenizer"]}, state=state)
+    counter = token_counter_from_components(comps)
     assert counter.count(captions) == exact and counter.refused
     samples = [SimpleNamespace(key=f"{i}.png", caption=c) for i, c in enumerate(captions)]
     longest = samples[exact.index(max(exact))].key
-    with pytest.raises(UserError, match=rf"1 of 3 caption\(s\) are longer .*{longest}.*--max_sequence_length") as stop:
-        refuse_long_captions(samples, counter)
-    assert "\n" not in str(stop.value)
-    assert "refuses rather than cut, so a run stops on them" in truncation_line(samples, counter)
-    refuse_long_captions(samples[:0] + [s for s, n in zip(samples, exact) if n < max(exact)], counter)  # the rest pass
+    assert refused_captions(samples, counter) == {longest: max(exact)}
+    assert "which the pipeline refuses rather than cut, so a run leaves them out" in truncation_line(samples, counter)
+
+
+@pytest.mark.slow
+def test_a_run_quarantines_the_long_caption_and_trains_on_the_rest(tiny_ideogram4, tmp_path):
+    import json
+    import types
+
+    from dit_lora.config.parser import parse_config
+    from dit_lora.contract.spec import configure
+    from dit_lora.core.errors import UserError
+    from dit_lora.data.prepare import prepare_data
+    from dit_lora.data.synthetic.shapes import make_shapes_dataset
+    from dit_lora.registry import get_spec
+
+    data = make_shapes_dataset(tmp_path / "data", n=4, size=64, seed=0)
+    rows = [json.loads(line) for line in (data / "metadata.jsonl").read_text().splitlines()]
+    rows[0]["text"] = "a red circle on a blue background with a small green square and a yellow triangle"
+    (data / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    accelerator = types.SimpleNamespace(is_main_process=True, process_index=0, num_processes=1,
+                                        wait_for_everyone=lambda: None)  # fmt: skip
+
+    def prepare(fraction: str, out: str):
+        cfg = parse_config(["--family", "ideogram4", "--pretrained_model_name_or_path", str(tiny_ideogram4),
+                            "--train_data_dir", str(data), "--output_dir", str(tmp_path / out), "--resolution", "64",
+                            "--max_sequence_length", "24", "--mixed_precision", "no", "--cache_dir",
+                            str(tmp_path / "cache"), "--max_bad_samples_fraction", fraction])  # fmt: skip
+        spec = get_spec("ideogram4")
+        comps = spec.model.load_components(cfg, __import__("torch").device("cpu"))
+        configure(spec, comps, cfg)
+        return prepare_data(cfg, spec, comps, accelerator)
+
+    prepared = prepare("0.3", "out")
+    assert len(prepared) == 3 and rows[0]["file_name"] not in [s.key for s in prepared.samples]
+    assert [q["key"] for q in prepared.quarantine] == [rows[0]["file_name"]]
+    assert "over the caption length 24 (the pipeline refuses it)" in prepared.quarantine[0]["reason"]
+    with pytest.raises(UserError, match=r"1 of 4 .*--max_bad_samples_fraction"):
+        prepare("0.05", "out2")
 
 
 def test_a_long_validation_prompt_is_refused_by_its_name(parts):
