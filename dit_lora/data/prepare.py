@@ -207,7 +207,7 @@ class ImageMedia:
             unmasked_weight=cfg.data.unmasked_weight,
         )
         refused = report_captions(samples, cfg, self.spec, log)
-        for row in rows:  # what the run stops on before encoding, a row per caption here
+        for row in rows:  # what the run leaves out before encoding, a row per caption here
             if row.what == "sample" and row.key in refused:
                 row.status = preflight.BLOCK
                 over = f"caption of {refused[row.key]} tokens, over --max_sequence_length (the pipeline refuses it)"
@@ -353,7 +353,7 @@ def check_image_buckets(spec: FamilySpec, cfg: TrainConfig) -> None:
 def report_captions(samples: list, cfg: TrainConfig, spec: FamilySpec, log: Callable[[str], Any]) -> dict[str, int]:
     """check-data's lines on duplicate rows and captions the text length cuts (the model's tokenizer when
     --pretrained_model_name_or_path is given, else a character estimate, said so); returns ``{sample key: tokens}``
-    of the captions a run would stop on (a pipeline that refuses them: Ideogram 4)."""
+    of the captions a run would leave out (a pipeline that refuses them: Ideogram 4)."""
     counter, note = token_counter_for_model(cfg, spec)
     for line in caption_lines(samples, counter):
         log(line)

@@ -272,8 +272,8 @@ def load_pipeline(model: KitModel, cfg: TrainConfig, device: torch.device) -> Co
 
 def load_frozen_transformer(parts: PipelineParts, cfg: TrainConfig, subfolder: str) -> Any:
     """A further transformer of the folder that a run never trains (Ideogram 4's ``unconditional_transformer``, which
-    only its samples run): read as the trained one is (the weight dtype, ``--quantize_base`` with the family's skip
-    list, the 4-bit layout kept), frozen and in eval mode, then in host memory (a bitsandbytes load lands on the GPU):
+    only its samples run): read as the trained one is (the weight dtype, ``--quantize_base``, fp8_scaled skipping the
+    family's list, the 4-bit layout kept), frozen and in eval mode, then in host memory (a bitsandbytes load lands on the GPU):
     the family brings it to the device while it runs."""
     try:
         with quantize.diffusers_loading(cfg.model):
