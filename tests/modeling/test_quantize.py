@@ -332,3 +332,16 @@ def test_fp8_scaled_model_with_lora_passes_the_precision_audit():
     inject_adapter_in_model(LoraConfig(r=4, target_modules=["0"]), model)
     cast_trainable_to_fp32(model, under_autocast=True)
     assert audit_precision(Components(model=model), {"model": torch.bfloat16}, allow_fp16=False) == []
+
+
+def test_a_skip_path_names_a_place_not_every_module_of_that_name():
+    """``proj_out`` in a skip list keeps the model's own output projection out, not each block's ``proj_out``
+    (Chroma's 38 single blocks kept theirs out of fp8_scaled before, the plan counting them as bf16 too)."""
+    from torch import nn
+
+    model = nn.Module()
+    model.proj_out = nn.Linear(4, 4)
+    model.blocks = nn.ModuleList([nn.Module()])
+    model.blocks[0].proj_out = nn.Linear(4, 4)
+    model.embedder = nn.Sequential(nn.Linear(4, 4))
+    assert quantize.quantized_linears(model, ["proj_out", "embedder"]) == ["blocks.0.proj_out"]
