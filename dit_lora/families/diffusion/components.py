@@ -154,15 +154,20 @@ def ddpm_noised(scheduler, latents: torch.Tensor, generator: torch.Generator) ->
 
 
 @contextmanager
-def vae_on(comps: Components, device: torch.device) -> Iterator[Any]:
-    """The VAE on ``device`` for a validation decode, then back where it waits between validations."""
-    vae = comps.encoders["vae"]
-    home = vae.device
-    vae.to(device)
-    try:
-        yield vae
+def module_on(module: Any, device: torch.device) -> Iterator[Any]:
+    """``module`` on ``device`` while it lasts (a validation's VAE, Ideogram 4's unconditional transformer), then back
+    where it waits between validations."""
+    home = module.device  # a diffusers model's (its first parameter's)
+    try:  # a move that runs out of memory half way goes home too
+        module.to(device)
+        yield module
     finally:
-        vae.to(home)
+        module.to(home)
+
+
+def vae_on(comps: Components, device: torch.device):
+    """The VAE on ``device`` for a validation decode (:func:`module_on`)."""
+    return module_on(comps.encoders["vae"], device)
 
 
 def image_pixel_batches(cfg: TrainConfig, stride: int | None) -> list[tuple[str, tuple[int, ...]]]:

@@ -7,14 +7,12 @@ device while the samples are drawn, its decode), the validation caption's cached
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.components import DiffusionSamples, module_on, vae_on
 from dit_lora.families.diffusion.loader import model_class
 from dit_lora.families.diffusion.sampling import square_images
 from dit_lora.families.ideogram4.encoders import LENGTHS_KEY, max_sequence_length
@@ -23,17 +21,6 @@ from dit_lora.families.ideogram4.state import Ideogram4Run, run_state
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
-
-
-@contextmanager
-def on_device(module: Any, device: torch.device) -> Iterator[Any]:
-    """``module`` on ``device`` while it lasts, then back where it waits between validations."""
-    home = next(module.parameters()).device
-    module.to(device)
-    try:
-        yield module
-    finally:
-        module.to(home)
 
 
 def cached_prompt(cond: dict[str, Any]):
@@ -49,12 +36,13 @@ def cached_prompt(cond: dict[str, Any]):
     return encode_prompt
 
 
-#: said once when the unconditional transformer finds no room on the device beside the trained one
+#: said at each validation the unconditional transformer finds no room on the device beside the trained one
 NO_ROOM = (
     "validation samples skipped: the unconditional transformer Ideogram4Pipeline's guidance runs ({size:.1f} GiB) "
     "does not fit on {device} beside the model being trained ({error}). Training goes on; the final samples come from "
     "the saved adapter in a fresh pipeline after training. To keep samples during training, free memory "
-    "(--quantize_base fp8_scaled halves both transformers) or drop --validation_steps."
+    "(--quantize_base fp8_scaled halves both transformers); to stop trying, set --validation_steps above "
+    "--max_train_steps."
 )
 
 
@@ -83,7 +71,7 @@ class Ideogram4Samples(DiffusionSamples):
 
     def guided(self, comps, model, unconditional, cond: dict[str, Any], cfg: TrainConfig, seed: int, device) -> list:
         """The stock pipeline's images with both transformers and the VAE on ``device``, back home after."""
-        with vae_on(comps, device) as vae, on_device(unconditional, device) as uncond:
+        with vae_on(comps, device) as vae, module_on(unconditional, device) as uncond:
             pipe = model_class("diffusers", "Ideogram4Pipeline")(
                 scheduler=self.sampler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model,
                 unconditional_transformer=uncond,

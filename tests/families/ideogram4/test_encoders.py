@@ -118,6 +118,19 @@ def test_a_run_quarantines_the_long_caption_and_trains_on_the_rest(tiny_ideogram
         configure(spec, comps, cfg)
         return prepare_data(cfg, spec, comps, accelerator)
 
+    import contextlib
+    import io
+
+    from dit_lora.commands.cli import main as cli_main
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said), pytest.raises(SystemExit):  # check-data blocks its row, as the run leaves it out
+        cli_main(["check-data", "--family", "ideogram4", "--pretrained_model_name_or_path", str(tiny_ideogram4),
+                  "--train_data_dir", str(data), "--resolution", "64", "--max_sequence_length", "24"])  # fmt: skip
+    row = next(line for line in said.getvalue().splitlines() if line.startswith("BLOCK"))
+    assert rows[0]["file_name"] in row and "over --max_sequence_length (the pipeline refuses it)" in row
+    assert "4 sample(s): 3 ok, 0 warning(s), 1 blocking" in said.getvalue()
+
     prepared = prepare("0.3", "out")
     assert len(prepared) == 3 and rows[0]["file_name"] not in [s.key for s in prepared.samples]
     assert [q["key"] for q in prepared.quarantine] == [rows[0]["file_name"]]

@@ -85,10 +85,16 @@ def test_no_room_for_the_unconditional_transformer_skips_the_samples_and_trainin
     cond = spec.samples.validation_inputs(comps, cfg.validation)
     uncond = comps.state.unconditional
 
+    moves = []
+
     def full(*args, **kwargs):
-        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 17.50 GiB")
+        moves.append(args)
+        if len(moves) == 1:  # the move to the device; the move home after it succeeds
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 17.50 GiB")
+        return uncond
 
     uncond.to = full
     assert spec.samples.generate(comps, comps.model, cond, cfg, seed=0) == []
+    assert len(moves) == 2  # a move that ran out of memory half way is taken home too
     said = capsys.readouterr().out
     assert "validation samples skipped" in said and "Training goes on" in said and "17.50 GiB" in said
