@@ -13,9 +13,11 @@ pytestmark = pytest.mark.slow  # each runs a benchmark script end to end (the GP
 
 
 @pytest.mark.parametrize("script", ["sana/step_gpu.py", "cogvideox/step_gpu.py", "videollm/step_gpu.py",
-                                    "wan/step_gpu.py", "wan/kernels_gpu.py", "wan/family_step_gpu.py"])
+                                    "wan/step_gpu.py", "wan/kernels_gpu.py", "common/family_step_gpu.py",
+                                    "common/family_step_gpu.py --family flux"])
 def test_gpu_benchmark_smoke(script):
-    proc = run_script(ROOT / "benchmarks" / script, ["--smoke"], timeout=300)
+    script, *args = script.split()
+    proc = run_script(ROOT / "benchmarks" / script, [*args, "--smoke"], timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "smoke test passed" in proc.stdout
 

@@ -19,35 +19,35 @@ DEV = "black-forest-labs/FLUX.1-dev"
 CHROMA_HD = "lodestones/Chroma1-HD"
 
 
-def dev_pipeline(root: Path) -> Path:
-    """FLUX.1 [dev]'s repo as the Hub lays it out (see the module docstring)."""
+def dev_pipeline(root: Path, depth: tuple[int, int] = (1, 1)) -> Path:
+    """FLUX.1 [dev]'s repo as the Hub lays it out (see the module docstring); ``depth``: double and single blocks."""
     from diffusers import FluxTransformer2DModel
     from transformers import CLIPTextConfig, CLIPTextModel
 
     from dit_lora.families.flux.demo import build_clip_tokenizer
 
-    folder = _layout(DEV, root / "FLUX.1-dev", FluxTransformer2DModel)
+    folder = _layout(DEV, root / "FLUX.1-dev", FluxTransformer2DModel, depth)
     _text_encoder(folder, DEV, "text_encoder", "tokenizer", build_clip_tokenizer(), CLIPTextModel, CLIPTextConfig)
     _t5(folder, DEV, "text_encoder_2", "tokenizer_2")
     return folder
 
 
-def chroma_pipeline(root: Path) -> Path:
-    """Chroma1-HD's repo as the Hub lays it out (see the module docstring)."""
+def chroma_pipeline(root: Path, depth: tuple[int, int] = (1, 1)) -> Path:
+    """Chroma1-HD's repo as the Hub lays it out (see the module docstring); ``depth``: double and single blocks."""
     from diffusers import ChromaTransformer2DModel
 
-    folder = _layout(CHROMA_HD, root / "Chroma1-HD", ChromaTransformer2DModel)
+    folder = _layout(CHROMA_HD, root / "Chroma1-HD", ChromaTransformer2DModel, depth)
     _t5(folder, CHROMA_HD, "text_encoder", "tokenizer")
     return folder
 
 
-def _layout(hub_id: str, folder: Path, transformer_class) -> Path:
-    """``hub_id``'s configs in ``folder``, its transformer at one double and one single block, its narrow VAE."""
+def _layout(hub_id: str, folder: Path, transformer_class, depth: tuple[int, int]) -> Path:
+    """``hub_id``'s configs in ``folder``, its transformer at ``depth`` (double, single) blocks, its narrow VAE."""
     from diffusers import AutoencoderKL
 
     entry = by_hub_id(hub_id)
     folder = write_configs(hub_id, folder)
-    config = {**entry.configs["transformer/config.json"], "num_layers": 1, "num_single_layers": 1}
+    config = {**entry.configs["transformer/config.json"], "num_layers": depth[0], "num_single_layers": depth[1]}
     _built_in(torch.bfloat16, 0, lambda: transformer_class.from_config(config)).save_pretrained(folder / "transformer")
     narrow = {"block_out_channels": [32, 32, 32, 32], "layers_per_block": 1, "norm_num_groups": 32}
     AutoencoderKL.from_config({**entry.configs["vae/config.json"], **narrow}).save_pretrained(folder / "vae")
