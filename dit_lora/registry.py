@@ -109,21 +109,28 @@ class FamilyEntry:
         return tuple(self.pipelines)
 
     @classmethod
-    def in_package(cls, package: str, *, spec: str, options: str | Mapping[str, str], **fields: Any) -> FamilyEntry:
-        """The entry of a family package in the standard layout (``families/<family>/``): ``spec`` names the
-        function of its ``spec.py`` that builds a name's spec (called with the name), ``options`` its options
-        class in ``options.py`` (or a mapping of name to class); its ``catalogue.json`` is the catalogue and
-        ``docs/guides/<first name>.md`` its page and ``recipes/configs/<first name>/demo.yaml`` its demo and
-        ``recipes/<first name>_lora.py`` its recipe, unless ``fields`` says otherwise. ``fields``: the other fields
-        (``names``, ``pipelines``, ``demo_configs``, ...)."""
+    def in_package(
+        cls, package: str, *, options: str | Mapping[str, str], spec: str | None = None, **fields: Any
+    ) -> FamilyEntry:
+        """The entry of a family package in the standard layout (``families/<family>/``), as ``"module:attr"``
+        strings (the registry imports the package for its ENTRY alone; the spec's modules load torch): ``spec``
+        names the function of its ``spec.py`` that builds a name's spec (called with the name; default
+        ``<family>_spec``), ``options`` its options class in ``options.py`` (or a mapping of name to class); its
+        names are ``(<family>,)``, its ``catalogue.json`` is the catalogue and ``docs/guides/<first name>.md`` its
+        page and ``recipes/configs/<first name>/demo.yaml`` its demo and ``recipes/<first name>_lora.py`` its recipe,
+        unless ``fields`` says otherwise. ``fields``: the other fields (``names``, ``pipelines``, ``demo_configs``,
+        ...)."""
+        folder = package.rpartition(".")[2]
         classes = (
             {name: f"{package}.options:{c}" for name, c in options.items()} if isinstance(options, Mapping) else None
         )
+        fields.setdefault("names", (folder,))
         fields.setdefault("catalogue", package)
         fields.setdefault("demo_configs", (f"{fields['names'][0]}/demo.yaml",))
         fields.setdefault("recipe", f"{fields['names'][0]}_lora.py")
         fields.setdefault("docs", f"docs/guides/{fields['names'][0]}.md")
-        return cls(factory=f"{package}.spec:{spec}", options=classes or f"{package}.options:{options}", **fields)
+        factory = f"{package}.spec:{spec or folder + '_spec'}"
+        return cls(factory=factory, options=classes or f"{package}.options:{options}", **fields)
 
     def build(self, name: str):
         """A new :class:`~dit_lora.contract.spec.FamilySpec` for ``name`` (one of :attr:`names`)."""

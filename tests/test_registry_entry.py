@@ -100,3 +100,12 @@ def test_in_package_fills_the_standard_layout_and_a_given_field_wins():
     assert (given.docs, given.demo_configs, given.recipe) == ("docs/guides/other.md", ("x/demo.yaml",), "x_lora.py")
     built = FamilyEntry.in_package("dit_lora.families.sana", names=("sana",), spec="sana_spec", options="SanaOptions")
     assert built.build("sana").name == "sana"  # the spec function is called with the name
+
+
+def test_in_package_names_a_one_name_family_and_its_spec_function_after_its_folder():
+    """Left out, the names are the folder's name and the spec function is ``<folder>_spec``; stated, they win."""
+    entry = FamilyEntry.in_package("pkg.fam", options="FamOptions")
+    assert entry.names == ("fam",) and entry.factory == "pkg.fam.spec:fam_spec" and entry.recipe == "fam_lora.py"
+    stated = FamilyEntry.in_package("pkg.fam", names=("other",), spec="build", options="FamOptions")
+    assert stated.names == ("other",) and stated.factory == "pkg.fam.spec:build"
+    assert stated.demo_configs == ("other/demo.yaml",)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.families.chroma.encoders import max_sequence_length
-from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args
+from dit_lora.families.diffusion.adapter import KitCard
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -29,32 +29,26 @@ ENCODE = (
 
 
 class ChromaCard(KitCard):
-    """``FamilySpec.card``: the model card's snippet, Chroma's rows and the base model's license."""
+    """``FamilySpec.card``: the model card's snippet (the prompt encoded at the trained caption length with boolean
+    masks, real CFG against the empty caption), Chroma's rows and the base model's license."""
 
-    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
-        """ChromaPipeline with the adapter loaded, the prompt encoded at the trained caption length with boolean
-        masks, one image at the run's validation settings (real CFG against the empty caption)."""
-        *size_and_steps, seed = image_call_args(cfg)
-        return Snippet(
-            pipeline=self.info.pipeline_class_name,
-            base=cfg.model.path,
-            repo=repo_or_dir,
-            to_comment="  # or pipe.enable_model_cpu_offload()",
-            before_call=ENCODE.format(prompt=self.prompt(cfg), length=max_sequence_length(cfg)),
-            call_args=[
-                "prompt_embeds=embeds, prompt_attention_mask=mask.bool(),",
-                "negative_prompt_embeds=negative, negative_prompt_attention_mask=negative_mask.bool(),",
-                *size_and_steps,
-                seed,
-            ],
-        )
+    snippet_fields = {"to_comment": "  # or pipe.enable_model_cpu_offload()"}
+
+    def prompt_args(self, cfg: TrainConfig) -> list[str]:
+        """The encoded caption and the empty negative's, their masks boolean."""
+        return [
+            "prompt_embeds=embeds, prompt_attention_mask=mask.bool(),",
+            "negative_prompt_embeds=negative, negative_prompt_attention_mask=negative_mask.bool(),",
+        ]
+
+    def snippet_parts(self, cfg: TrainConfig) -> dict[str, Any]:
+        """The pipeline's own prompt encoding before the call."""
+        return {"before_call": ENCODE.format(prompt=self.prompt(cfg), length=max_sequence_length(cfg))}
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the caption length and the attention mask training used."""
-        options = cfg.family_options
         return {
-            "weighting_scheme": options.weighting_scheme,
-            "chroma_shift": options.chroma_shift if options.chroma_shift is not None else "the scheduler's",
+            **self.flow_rows(cfg, "chroma_shift"),
             "max_sequence_length": max_sequence_length(cfg),
             "attention_mask": "boolean: the caption's tokens and its first padding token",
         }

@@ -20,7 +20,7 @@ from dit_lora.families.chroma import demo as tiny_chroma  # looked up at call ti
 from dit_lora.families.chroma.state import ChromaRun
 from dit_lora.families.diffusion import packed
 from dit_lora.families.diffusion.components import DiffusionTrainables, Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, published_parts
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -78,23 +78,11 @@ def chroma_components(loaded: LoadedParts, state: ChromaRun | None = None) -> Co
 
 #: Chroma's pipeline folder, as the kit's loader reads it: T5-XXL (its hidden states, computed with the caption mask)
 #: with its tokenizer; the VAE in fp32 (the latents are cached once from it)
-PARTS = PipelineParts(
-    kind="Chroma",
-    example_id="lodestones/Chroma1-HD",
-    transformer="ChromaTransformer2DModel",
-    vae="AutoencoderKL",
-    text_encoders=(TextEncoder("T5EncoderModel"),),
-    precision=ChromaPrecision(),
-)
+PARTS = published_parts("lodestones/Chroma1-HD", kind="Chroma", precision=ChromaPrecision())
 
 
-def build_demo(cfg: TrainConfig) -> None:
-    """``FamilySpec.demo``'s model: the tiny random ChromaPipeline (``demo.py``)."""
-    tiny_chroma.build_tiny_chroma_pipeline(cfg.model.path, seed=0)
-
-
-#: ``FamilySpec.demo``: the tiny Chroma and the shapes, ``--resolution`` checked first
-DEMO = ShapesDemo(build_demo, check=lambda cfg: check_resolution(cfg.data.resolution))
+#: ``FamilySpec.demo``: the tiny Chroma (``demo.py``) and the shapes, ``--resolution`` checked first
+DEMO = ShapesDemo.tiny(tiny_chroma, "build_tiny_chroma_pipeline", check_resolution)
 
 
 class ChromaTrainables(DiffusionTrainables):

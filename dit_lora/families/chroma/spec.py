@@ -13,17 +13,11 @@ own is patched; the generic points patch its q/k ``RMSNorm``s and ``LayerNorm``s
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.chroma.adapter import ChromaCard
-from dit_lora.families.chroma.encoders import ChromaEncoders, max_sequence_length
-from dit_lora.families.chroma.loss import ChromaLoss
-from dit_lora.families.chroma.model import DEMO, PARTS, ChromaModel, ChromaTrainables
-from dit_lora.families.chroma.plan import ChromaPlan
-from dit_lora.families.chroma.samples import ChromaSamples
+from dit_lora.families.chroma.encoders import max_sequence_length
+from dit_lora.families.chroma.model import ChromaTrainables
 from dit_lora.families.chroma.state import run_state
-from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.builder import folder_spec
 from dit_lora.families.diffusion.packed import BUCKETS, LORA_LAYERS
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.diffusion.text_padding import TrimmedTextData
 
 #: what the model card, the loader and the levers say about Chroma
@@ -39,22 +33,8 @@ INFO = FamilyInfo(
 
 
 def chroma_spec(name: str = "chroma") -> FamilySpec:
-    """A new Chroma spec: Chroma1-HD and Chroma1-Base (and the tiny random variant of the tests)."""
-    encoders = ChromaEncoders()
-    return diffusion_spec(
-        name,
-        INFO,
-        model=ChromaModel(INFO, PARTS),
-        encoders=encoders,
-        loss=ChromaLoss,
-        samples=ChromaSamples,
-        plan=ChromaPlan,
-        adapter=KitAdapter(INFO),
-        image_buckets=BUCKETS,
-        card=ChromaCard(INFO),
-        setup=TextSettingsSetup(encoders, run_state),
-        trainables=ChromaTrainables(),
-        data=TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding"),
-        # no defaults: the transformer config carries no trained size (the catalogue's entry does)
-        demo=DEMO,
-    )
+    """A new Chroma spec: Chroma1-HD and Chroma1-Base (and the tiny random variant of the tests); its folder's parts
+    (:func:`~dit_lora.families.diffusion.builder.folder_spec`) and what it adds. No defaults: the transformer config
+    carries no trained size (the catalogue's entry does)."""
+    text = TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding")
+    return folder_spec(name, INFO, __package__, image_buckets=BUCKETS, trainables=ChromaTrainables(), data=text)

@@ -2,11 +2,9 @@
 
 from dit_lora.registry import FamilyEntry
 
-# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
 ENTRY = FamilyEntry.in_package(
     __name__,
     names=("cogvideox", "cogvideox_i2v"),
-    spec="cogvideox_spec",
     options={"cogvideox": "CogVideoXOptions", "cogvideox_i2v": "CogVideoXI2VOptions"},
     pipelines={"cogvideox": ("CogVideoXPipeline",), "cogvideox_i2v": ("CogVideoXImageToVideoPipeline",)},
     demo_configs=("cogvideox/demo.yaml", "cogvideox/i2v_demo.yaml"),

@@ -20,9 +20,10 @@ rows and license.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -224,7 +225,9 @@ def image_lines(extra_import: str, image_arg: str) -> tuple[list[str], list[str]
 
 
 class KitCard:
-    """``FamilySpec.card``: the usage snippet from :meth:`snippet`, no rows and no license by default."""
+    """``FamilySpec.card``: the usage snippet from :meth:`snippet`, no rows and no license by default. A family
+    states what its snippet adds (:attr:`snippet_fields`, :meth:`snippet_parts`, :meth:`prompt_args`,
+    :meth:`extra_call_args`) and its rows (:meth:`card_settings`, with :meth:`flow_rows`)."""
 
     #: the snippet's prompt without ``--validation_prompt``
     placeholder_prompt = "a photo"
@@ -232,6 +235,10 @@ class KitCard:
     quote: Callable[[str], str] = staticmethod(json.dumps)
     #: the comment after a PEFT-format adapter's ``load_adapter`` line (what else it restores)
     load_comment = ""
+    #: whether the call names its prompt (``prompt="..."``) or passes it first (the pipelines whose docs do)
+    prompt_keyword = True
+    #: :class:`Snippet` fields of every run of the family (``vae``, ``vae_comment``, ``to_comment``, ``base_name``)
+    snippet_fields: Mapping[str, Any] = MappingProxyType({})
 
     def __init__(self, info: FamilyInfo) -> None:
         self.info = info
@@ -240,9 +247,23 @@ class KitCard:
         """The snippet's prompt, quoted: ``--validation_prompt``, else :attr:`placeholder_prompt`."""
         return json.dumps(cfg.validation.validation_prompt or self.placeholder_prompt)
 
+    def prompt_args(self, cfg: TrainConfig) -> list[str]:
+        """The call's first arguments: the prompt (a family adds what goes with it: an image to edit)."""
+        return [f"prompt={self.prompt(cfg)}," if self.prompt_keyword else f"{self.prompt(cfg)},"]
+
+    def extra_call_args(self, cfg: TrainConfig) -> list[str]:
+        """The family's arguments after the size, steps and guidance, before the seed (none here)."""
+        return []
+
     def call_args(self, cfg: TrainConfig) -> list[str]:
-        """The call's arguments: the prompt, then :func:`image_call_args` (a family adds its own)."""
-        return [f"prompt={self.prompt(cfg)},", *image_call_args(cfg)]
+        """The call's arguments: :meth:`prompt_args`, :func:`image_call_args`'s size, steps and guidance,
+        :meth:`extra_call_args`, the seed."""
+        *size_and_steps, seed = image_call_args(cfg)
+        return [*self.prompt_args(cfg), *size_and_steps, *self.extra_call_args(cfg), seed]
+
+    def snippet_parts(self, cfg: TrainConfig) -> dict[str, Any]:
+        """:class:`Snippet` fields this run adds or replaces (imports, lines before the call, the pipeline class)."""
+        return {}
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The family's pipeline with the adapter loaded (by ``dit_lora.load_adapter`` where the pipeline has no
@@ -254,14 +275,18 @@ class KitCard:
                 "imports": [f"from dit_lora import load_adapter  # {pipeline} has no load_lora_weights\n"],
                 "load": f"load_adapter(pipe, {self.quote(repo_or_dir)}){self.load_comment}\n",
             }
-        return Snippet(
-            pipeline=pipeline,
-            base=cfg.model.path,
-            repo=repo_or_dir,
-            quote=self.quote,
-            call_args=self.call_args(cfg),
-            **loads,
-        )
+        fields = {"pipeline": pipeline, "quote": self.quote, **loads, **self.snippet_fields, **self.snippet_parts(cfg)}
+        return Snippet(base=cfg.model.path, repo=repo_or_dir, call_args=self.call_args(cfg), **fields)
+
+    def flow_rows(self, cfg: TrainConfig, shift: str | None = None, unset: str = "the scheduler's") -> dict[str, Any]:
+        """The rows of a flow-matching family's timesteps: its density and, where it has one, its ``shift`` option
+        (``unset``: what a shift left unset means)."""
+        options = cfg.family_options
+        rows = {"weighting_scheme": options.weighting_scheme}
+        if shift is not None:
+            value = getattr(options, shift)
+            rows[shift] = value if value is not None else unset
+        return rows
 
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         """:meth:`snippet`'s code."""

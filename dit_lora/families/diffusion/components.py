@@ -524,6 +524,28 @@ class ShapesDemo:
     ) -> None:
         self.build, self.size, self.check, self.classes, self.controls = build, size, check, classes, controls
 
+    @classmethod
+    def tiny(
+        cls,
+        module: Any,
+        builder: str,
+        resolution_rule: Callable[[int], None] | None = None,
+        *,
+        variant: str | None = None,
+        **kwargs: Any,
+    ) -> ShapesDemo:
+        """The demo of a family whose tiny pipeline is ``module.<builder>(path, [variant,] seed=0)`` (``module``: its
+        ``demo.py``; the builder looked up at each call, so that a test can stand in for it), its ``--resolution``
+        refused first by ``resolution_rule(resolution)`` where given; ``kwargs``: as the constructor takes them."""
+
+        def build(cfg: TrainConfig) -> None:
+            variants = () if variant is None else (variant,)
+            getattr(module, builder)(cfg.model.path, *variants, seed=0)
+
+        if resolution_rule is not None:
+            kwargs["check"] = lambda cfg: resolution_rule(cfg.data.resolution)
+        return cls(build, **kwargs)
+
     def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images (a folder
         that already holds other data is trained on as it is, and said so)."""

@@ -27,6 +27,7 @@ heavy imports stay inside the call.
 from __future__ import annotations
 
 import math
+import re
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -104,6 +105,33 @@ class PipelineParts:
         """The subfolders a folder needs, as the folder checks print them (``folder_listing``, else the weight
         folders)."""
         return self.folder_listing or ", ".join(f"{folder}/" for folder in self.weight_folders())
+
+
+def published_parts(
+    example_id: str, *, kind: str, text_encoder_class: str | None = None, **fields: Any
+) -> PipelineParts:
+    """The :class:`PipelineParts` of the pipeline published as ``example_id``, read from its catalogued
+    ``model_index.json``: its transformer and VAE classes, and each ``text_encoder*`` with its ``tokenizer*`` (the
+    class ``text_encoder_class`` where given: ``AutoModel`` takes the encoders of other checkpoints of the family);
+    ``kind`` names it in messages; ``fields``: the other fields of :class:`PipelineParts`."""
+    from dit_lora.catalogue import by_hub_id
+
+    entry = by_hub_id(example_id)
+    if entry is None:
+        raise KeyError(f"{example_id} is not catalogued: its pipeline's parts are read from the catalogue")
+    index = entry.configs["model_index.json"]
+    encoders = tuple(
+        TextEncoder(
+            text_encoder_class or index[key][1],
+            subfolder=key,
+            tokenizer=key.replace("text_encoder", "tokenizer")
+            if key.replace("text_encoder", "tokenizer") in index
+            else None,
+        )
+        for key in sorted(index)
+        if re.fullmatch(r"text_encoder(_\d+)?", key) and index[key][1]
+    )
+    return PipelineParts(kind, example_id, index["transformer"][1], index["vae"][1], text_encoders=encoders, **fields)
 
 
 @dataclass

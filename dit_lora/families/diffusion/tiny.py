@@ -416,3 +416,43 @@ def channel_statistics(latents: torch.Tensor) -> tuple[list[float], list[float]]
     mean = [float(f"{m:.4g}") for m in per_channel.mean(1).tolist()]
     std = [float(f"{max(s, 1e-3):.4g}") for s in per_channel.std(1).tolist()]
     return mean, std
+
+
+def builders(
+    describe: Callable[..., TinyPipeline], default: str | None = None
+) -> tuple[Callable[..., dict[str, Any]], Callable[..., Path]]:
+    """A family's two builders of its tiny pipeline ``describe(variant, seed)`` (``default``: the variant built when
+    none is named; None: a family of one variant, ``describe(seed)``): ``components([variant,] seed)``, its
+    components in memory (:func:`build_components`), and ``pipeline(path, [variant,] seed)``, the pipeline written
+    to ``path`` and returned (:func:`build_pipeline`: idempotent, a marker names variant, seed and version; atomic,
+    built beside and renamed into place)."""
+    if default is None:
+        return (lambda seed=0: build_components(describe(seed))), (
+            lambda path, seed=0: build_pipeline(path, describe(seed))
+        )
+
+    def components(variant: str = default, seed: int = 0) -> dict[str, Any]:
+        return build_components(describe(variant, seed))
+
+    def pipeline(path: str | Path, variant: str = default, seed: int = 0) -> Path:
+        return build_pipeline(path, describe(variant, seed))
+
+    return components, pipeline
+
+
+def described(
+    demo: Any,
+    pipeline: str,
+    seed: int,
+    config: Mapping[str, Any],
+    variant: tuple[str, str] | None = None,
+    **fields: Any,
+) -> TinyPipeline:
+    """The :class:`TinyPipeline` of the diffusers class ``pipeline`` that ``demo`` (the family's
+    :class:`~dit_lora.families.diffusion.demo_file.DemoFile`) describes: its marker names the family, the
+    ``variant`` (its key and value) where it has several, ``seed`` and the file's version; its flow-matching
+    scheduler configured by ``config["scheduler"]``; ``fields``: the other fields (``tokenizer``, ``parts``, ...)."""
+    family = demo.package.rpartition(".")[2]
+    marker = {"kind": family, **dict([variant] if variant else []), "seed": seed, "version": demo.read().version}
+    scheduler = ("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"])
+    return TinyPipeline(pipeline=f"diffusers:{pipeline}", marker=marker, seed=seed, scheduler=scheduler, **fields)

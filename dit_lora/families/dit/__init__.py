@@ -2,11 +2,8 @@
 
 from dit_lora.registry import FamilyEntry
 
-# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
 ENTRY = FamilyEntry.in_package(
     __name__,
-    names=("dit",),
-    spec="dit_spec",
     options="DiTOptions",
     pipelines=("DiTPipeline",),
     demo_configs=("dit_class/demo.yaml",),

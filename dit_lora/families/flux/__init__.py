@@ -3,12 +3,10 @@
 
 from dit_lora.registry import FamilyEntry
 
-# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
 ENTRY = FamilyEntry.in_package(
     __name__,
     names=("flux", "flux_kontext"),
     aliases=("flux.1", "flux1"),
-    spec="flux_spec",
     options={"flux": "FluxOptions", "flux_kontext": "KontextOptions"},
     pipelines={"flux": ("FluxPipeline",), "flux_kontext": ("FluxKontextPipeline",)},
     demo_configs=("flux/demo.yaml", "flux/kontext_demo.yaml"),

@@ -6,9 +6,6 @@ names are the real ones; only widths and depths shrink (``demo.json``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_t5_tokenizer, demo_words
 from dit_lora.families.diffusion import tiny
@@ -40,10 +37,8 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
     config = DEMO.read().variant("dev")
     clip_ids = {"bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id", "pad_token_id": "pad_token_id"}
     t5_ids = {"pad_token_id": "pad_token_id", "eos_token_id": "eos_token_id", "decoder_start_token_id": "pad_token_id"}
-    return tiny.TinyPipeline(
-        pipeline=f"diffusers:{PIPELINES[variant]}",
-        marker={"kind": "flux", "variant": variant, "seed": seed, "version": TINY_FLUX_VERSION},
-        seed=seed,
+    return tiny.described(
+        DEMO, f"{PIPELINES[variant]}", seed, config, ("variant", variant),
         tokenizer=build_clip_tokenizer,
         tokenizers={"tokenizer_2": build_tiny_t5_tokenizer},
         parts=(
@@ -55,17 +50,9 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
                 name="text_encoder_2", tokenizer="tokenizer_2",
             ),
         ),
-        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
     )  # fmt: skip
 
 
-def build_tiny_flux_components(variant: str = "dev", seed: int = 0) -> dict[str, Any]:
-    """The seven FluxPipeline components in memory, randomly initialised from ``seed`` (fp32, eval mode; the caller's
-    torch RNG state restored; each component seeded on its own)."""
-    return tiny.build_components(_tiny(variant, seed))
-
-
-def build_tiny_flux_pipeline(path: str | Path, variant: str = "dev", seed: int = 0) -> Path:
-    """Write a random tiny ``FluxPipeline`` (``variant`` kontext: ``FluxKontextPipeline``) to ``path`` and return it; idempotent (a marker names variant, seed and
-    version) and atomic (built beside and renamed into place)."""
-    return tiny.build_pipeline(path, _tiny(variant, seed))
+#: the tiny FluxPipeline (kontext: FluxKontextPipeline): its components in memory and the pipeline written to a folder
+#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+build_tiny_flux_components, build_tiny_flux_pipeline = tiny.builders(_tiny, "dev")

@@ -11,7 +11,7 @@ from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion import packed
 from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, published_parts
 from dit_lora.families.flux import demo as tiny_flux  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux.state import FluxRun
 from dit_lora.modelfiles.pipeline_files import read_component_config
@@ -71,30 +71,10 @@ def flux_components(loaded: LoadedParts, state: FluxRun | None = None) -> Compon
 
 #: FLUX.1's pipeline folder, as the kit's loader reads it: CLIP-L (its pooled output) and T5-XXL (its hidden states),
 #: each with its tokenizer; the VAE in fp32 (the latents are cached once from it)
-PARTS = PipelineParts(
-    kind="FLUX.1",
-    example_id="black-forest-labs/FLUX.1-dev",
-    transformer="FluxTransformer2DModel",
-    vae="AutoencoderKL",
-    text_encoders=(
-        TextEncoder("CLIPTextModel"),
-        TextEncoder("T5EncoderModel", subfolder="text_encoder_2", tokenizer="tokenizer_2"),
-    ),
-    precision=Fp32VaePrecision(),
-)
+PARTS = published_parts("black-forest-labs/FLUX.1-dev", kind="FLUX.1", precision=Fp32VaePrecision())
 
 
-def build_demo(cfg: TrainConfig, variant: str = "dev") -> None:
-    """``FamilySpec.demo``'s model: the tiny random FluxPipeline (``variant`` kontext: FluxKontextPipeline;
-    ``demo.py``)."""
-    tiny_flux.build_tiny_flux_pipeline(cfg.model.path, variant, seed=0)
-
-
-def _check(cfg: TrainConfig) -> None:
-    check_resolution(cfg.data.resolution)
-
-
-#: ``FamilySpec.demo``: the tiny FLUX.1 [dev] and the shapes, ``--resolution`` checked first
-DEMO = ShapesDemo(build_demo, check=_check)
+#: ``FamilySpec.demo``: the tiny FLUX.1 [dev] (``demo.py``) and the shapes, ``--resolution`` checked first
+DEMO = ShapesDemo.tiny(tiny_flux, "build_tiny_flux_pipeline", check_resolution, variant="dev")
 #: Kontext's: the tiny FluxKontextPipeline, each shape with its control image (the shape in grey)
-KONTEXT_DEMO = ShapesDemo(lambda cfg: build_demo(cfg, "kontext"), check=_check, controls=1)
+KONTEXT_DEMO = ShapesDemo.tiny(tiny_flux, "build_tiny_flux_pipeline", check_resolution, variant="kontext", controls=1)

@@ -13,18 +13,10 @@ kernels: no block of its own is patched; the generic points patch its q/k ``RMSN
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.builder import folder_spec
 from dit_lora.families.diffusion.packed import BUCKETS, LORA_LAYERS
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
-from dit_lora.families.flux.adapter import FluxCard
 from dit_lora.families.flux.edit import KontextModel, kontext_parts
-from dit_lora.families.flux.encoders import FluxEncoders
-from dit_lora.families.flux.loss import FluxLoss
-from dit_lora.families.flux.model import DEMO, KONTEXT_DEMO, PARTS, FluxModel
-from dit_lora.families.flux.plan import FluxPlan
-from dit_lora.families.flux.samples import FluxSamples
-from dit_lora.families.flux.state import run_state
+from dit_lora.families.flux.model import KONTEXT_DEMO, PARTS
 
 #: each registry name's pipeline and model-card task
 VARIANTS = {"flux": ("FluxPipeline", "text-to-image"), "flux_kontext": ("FluxKontextPipeline", "image-to-image")}
@@ -52,23 +44,11 @@ INFO = family_info("flux")
 
 
 def flux_spec(name: str = "flux") -> FamilySpec:
-    """A new spec of ``name``: FLUX.1 [dev], FLUX.1 Kontext [dev] (and the tiny random variants of the tests)."""
+    """A new spec of ``name``: FLUX.1 [dev], FLUX.1 Kontext [dev] (and the tiny random variants of the tests); the
+    folder's parts (:func:`~dit_lora.families.diffusion.builder.folder_spec`), Kontext's own from ``edit.py``. No
+    defaults: the transformer config carries no trained size (the catalogue's entry does)."""
     info = family_info(name)
-    model: FluxModel
     if name == "flux_kontext":
-        parts, model, demo = kontext_parts(), KontextModel(info, PARTS), KONTEXT_DEMO
-    else:
-        encoders = FluxEncoders()
-        parts = {"encoders": encoders, "loss": FluxLoss, "samples": FluxSamples, "plan": FluxPlan}
-        parts["setup"], model, demo = TextSettingsSetup(encoders, run_state), FluxModel(info, PARTS), DEMO
-    return diffusion_spec(
-        name,
-        info,
-        model=model,
-        adapter=KitAdapter(info),
-        image_buckets=BUCKETS,
-        card=FluxCard(info),
-        # no defaults: the transformer config carries no trained size (the catalogue's entry does)
-        demo=demo,
-        **parts,
-    )
+        kontext = {"model": KontextModel(info, PARTS), "demo": KONTEXT_DEMO, **kontext_parts()}
+        return folder_spec(name, info, __package__, image_buckets=BUCKETS, **kontext)
+    return folder_spec(name, info, __package__, image_buckets=BUCKETS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.catalogue.defaults import config_reader
-from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args
+from dit_lora.families.diffusion.adapter import KitAdapter, KitCard
 from dit_lora.families.diffusion.loader import folder_pipeline
 from dit_lora.families.flux2.encoders import default_out_layers, max_sequence_length, out_layers
 from dit_lora.families.flux2.state import DEV_PIPELINE
@@ -45,36 +45,32 @@ def _snippet_encoding(cfg: TrainConfig, pipeline: str) -> list[str]:
 
 
 class Flux2Card(KitCard):
-    """``FamilySpec.card``: the model card's snippet, FLUX.2's rows and the base model's license."""
+    """``FamilySpec.card``: the model card's snippet (the folder's pipeline, its prompt encoded as training encoded
+    it), FLUX.2's rows and the base model's license."""
 
-    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
-        """The folder's pipeline with the adapter loaded, one image at the run's validation settings, its prompt
-        encoded as training encoded it (the stacked layers and caption length when they are not the pipeline's)."""
+    snippet_fields = {"to_comment": "  # or pipe.enable_model_cpu_offload()"}
+
+    def extra_call_args(self, cfg: TrainConfig) -> list[str]:
+        """The stacked layers and caption length, where they are not the pipeline's."""
+        return _snippet_encoding(cfg, folder_pipeline(cfg.model, self.info.pipeline_classes))
+
+    def snippet_parts(self, cfg: TrainConfig) -> dict[str, Any]:
+        """The folder's own pipeline class; FLUX.2 [dev]'s tokenizer folder names a PixtralProcessor, which needs
+        torchvision (for images the prompts never carry): its text half is the tokenizer AutoTokenizer loads."""
         cls = folder_pipeline(cfg.model, self.info.pipeline_classes)
-        encoding = _snippet_encoding(cfg, cls)
-        # FLUX.2 [dev]'s tokenizer folder names a PixtralProcessor, which needs torchvision (for images the prompts
-        # never carry): its text half is the tokenizer AutoTokenizer loads
-        tokenizer = cls == DEV_PIPELINE
-        *size_and_steps, seed = image_call_args(cfg)
-        return Snippet(
-            pipeline=cls,
-            base=cfg.model.path,
-            repo=repo_or_dir,
-            imports=["from transformers import AutoTokenizer\n"] if tokenizer else [],
-            before_pipe='tokenizer = AutoTokenizer.from_pretrained(base, subfolder="tokenizer")  # no torchvision needed\n'
-            if tokenizer
-            else "",
-            pipe_kwargs="tokenizer=tokenizer, " if tokenizer else "",
-            to_comment="  # or pipe.enable_model_cpu_offload()",
-            call_args=[f"prompt={self.prompt(cfg)},", *size_and_steps, *encoding, seed],
-        )
+        if cls != DEV_PIPELINE:
+            return {"pipeline": cls}
+        return {
+            "pipeline": cls,
+            "imports": ["from transformers import AutoTokenizer\n"],
+            "before_pipe": 'tokenizer = AutoTokenizer.from_pretrained(base, subfolder="tokenizer")  # no torchvision needed\n',
+            "pipe_kwargs": "tokenizer=tokenizer, ",
+        }
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the training guidance and the caption length."""
-        options = cfg.family_options
         return {
-            "weighting_scheme": options.weighting_scheme,
-            "flux2_shift": options.flux2_shift if options.flux2_shift is not None else "dynamic",
-            "flux2_train_guidance": options.flux2_train_guidance,
+            **self.flow_rows(cfg, "flux2_shift", unset="dynamic"),
+            "flux2_train_guidance": cfg.family_options.flux2_train_guidance,
             "max_sequence_length": max_sequence_length(cfg),
         }

@@ -16,7 +16,6 @@ shrink. The tokenizers are trained offline on the demo captions (:mod:`dit_lora.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -114,10 +113,12 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
         text = tiny.text_model(
             3, "transformers:Qwen3ForCausalLM", "transformers:Qwen3Config", config["text_encoder"], ids, dtype=_BF16
         )
-    return tiny.TinyPipeline(
-        pipeline="diffusers:Flux2Pipeline" if variant == "dev" else "diffusers:Flux2KleinPipeline",
-        marker={"kind": "flux2", "variant": variant, "seed": seed, "version": TINY_FLUX2_VERSION},
-        seed=seed,
+    return tiny.described(
+        DEMO,
+        "Flux2Pipeline" if variant == "dev" else "Flux2KleinPipeline",
+        seed,
+        config,
+        ("variant", variant),
         tokenizer=build_mistral_tokenizer if variant == "dev" else build_qwen_tokenizer,
         parts=(
             tiny.module("transformer", 1, "diffusers:Flux2Transformer2DModel", config["transformer"], dtype=_BF16),
@@ -130,18 +131,9 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
             ),
             text,
         ),
-        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
     )
 
 
-def build_tiny_flux2_components(variant: str = "dev", seed: int = 0) -> dict[str, Any]:
-    """The five pipeline components of ``variant``, randomly initialised from ``seed`` (each component from its own
-    seed), the transformer and text encoder in bf16 and the VAE in fp32; the global RNG state is restored."""
-    return tiny.build_components(_tiny(variant, seed))
-
-
-def build_tiny_flux2_pipeline(path: str | Path, variant: str = "dev", seed: int = 0) -> Path:
-    """Write a random ``Flux2Pipeline`` (``"dev"``) or ``Flux2KleinPipeline`` (``"klein"``, ``is_distilled``
-    false: a base model) to ``path`` and return it; idempotent (a marker names variant, seed and version) and
-    atomic (built beside and renamed into place)."""
-    return tiny.build_pipeline(path, _tiny(variant, seed))
+#: the tiny FLUX.2 pipeline: its components in memory and the pipeline written to a folder
+#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+build_tiny_flux2_components, build_tiny_flux2_pipeline = tiny.builders(_tiny, "dev")

@@ -3,12 +3,6 @@
 
 from dit_lora.registry import FamilyEntry
 
-# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
 ENTRY = FamilyEntry.in_package(
-    __name__,
-    names=("ideogram4",),
-    aliases=("ideogram-4", "ideogram"),
-    spec="ideogram4_spec",
-    options="Ideogram4Options",
-    pipelines=("Ideogram4Pipeline",),
+    __name__, aliases=("ideogram-4", "ideogram"), options="Ideogram4Options", pipelines=("Ideogram4Pipeline",)
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitCard, Snippet
+from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitCard
 from dit_lora.families.ideogram4.encoders import max_sequence_length
 
 if TYPE_CHECKING:
@@ -25,35 +25,34 @@ COMFYUI = (
 
 
 class Ideogram4Card(KitCard):
-    """``FamilySpec.card``: the model card's snippet, Ideogram 4's rows and the base model's license."""
+    """``FamilySpec.card``: the model card's snippet (the VAE in fp32, its one guidance scale in place of the
+    pipeline's schedule, and the caption length when it is not the pipeline's), Ideogram 4's rows and the base
+    model's license."""
 
-    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
-        """Ideogram4Pipeline with the adapter loaded, one image at the run's validation settings (its one guidance
-        scale in place of the pipeline's schedule, and the caption length when it is not the pipeline's)."""
-        size = cfg.data.resolution
-        validation = cfg.validation
-        return Snippet(
-            pipeline=self.info.pipeline_class_name,
-            base=cfg.model.path,
-            repo=repo_or_dir,
-            vae="AutoencoderKLFlux2",
-            vae_comment="  # decodes in fp32, as trained",
-            to_comment="  # the two transformers: about 37 GB in bf16",
-            call_args=[
-                f"prompt={self.prompt(cfg)},",
-                f"height={size}, width={size}, num_inference_steps={validation.validation_inference_steps},",
-                f"guidance_scale={validation.validation_guidance_scale}, guidance_schedule=None,  # or the "
-                "pipeline's own schedule: leave both out",
-                *max_sequence_length.snippet_args(cfg),
-                SEED_ARGUMENT,
-            ],
-        )
+    snippet_fields = {
+        "vae": "AutoencoderKLFlux2",
+        "vae_comment": "  # decodes in fp32, as trained",
+        "to_comment": "  # the two transformers: about 37 GB in bf16",
+    }
+
+    def call_args(self, cfg: TrainConfig) -> list[str]:
+        """The prompt, the size and steps, the run's one guidance scale with the pipeline's schedule off, the caption
+        length where it is not the pipeline's, the seed."""
+        size, validation = cfg.data.resolution, cfg.validation
+        return [
+            *self.prompt_args(cfg),
+            f"height={size}, width={size}, num_inference_steps={validation.validation_inference_steps},",
+            f"guidance_scale={validation.validation_guidance_scale}, guidance_schedule=None,  # or the "
+            "pipeline's own schedule: leave both out",
+            *max_sequence_length.snippet_args(cfg),
+            SEED_ARGUMENT,
+        ]
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the caption length, what the LoRA adapts, autocast, and ComfyUI."""
         options = cfg.family_options
         return {
-            "weighting_scheme": options.weighting_scheme,
+            **self.flow_rows(cfg),
             "logit_mean": f"{options.logit_mean} at 512 x 512 px, moved by 0.5 log(pixels / 512^2) (Ideogram4Pipeline's "
             "resolution-aware schedule)",
             "logit_std": options.logit_std,

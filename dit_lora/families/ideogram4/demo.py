@@ -8,9 +8,6 @@ only widths shrink (``demo.json``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import torch
 
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
@@ -52,10 +49,8 @@ def set_latent_statistics(vae, resolution: int, seed: int) -> None:
 def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
     """The tiny ``Ideogram4Pipeline`` (fp32)."""
     config = DEMO.read().variant(variant)
-    return tiny.TinyPipeline(
-        pipeline="diffusers:Ideogram4Pipeline",
-        marker={"kind": "ideogram4", "variant": variant, "seed": seed, "version": TINY_IDEOGRAM4_VERSION},
-        seed=seed,
+    return tiny.described(
+        DEMO, "Ideogram4Pipeline", seed, config, ("variant", variant),
         tokenizer=build_tiny_ideogram4_tokenizer,
         parts=(
             tiny.module("transformer", 1, "diffusers:Ideogram4Transformer2DModel", config["transformer"]),
@@ -66,17 +61,9 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
             ),
             tiny.qwen3_vl(3, config["text"], config["vision"]),
         ),
-        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
     )  # fmt: skip
 
 
-def build_tiny_ideogram4_components(variant: str = "v4", seed: int = 0) -> dict[str, Any]:
-    """The Ideogram4Pipeline components in memory, randomly initialised from ``seed`` (fp32, eval mode; the caller's
-    torch RNG state restored; each component seeded on its own)."""
-    return tiny.build_components(_tiny(variant, seed))
-
-
-def build_tiny_ideogram4_pipeline(path: str | Path, variant: str = "v4", seed: int = 0) -> Path:
-    """Write a random tiny ``Ideogram4Pipeline`` to ``path`` and return it; idempotent (a marker names variant, seed
-    and version) and atomic (built beside and renamed into place)."""
-    return tiny.build_pipeline(path, _tiny(variant, seed))
+#: the tiny Ideogram4Pipeline: its components in memory and the pipeline written to a folder
+#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+build_tiny_ideogram4_components, build_tiny_ideogram4_pipeline = tiny.builders(_tiny, "v4")

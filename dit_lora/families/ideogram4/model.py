@@ -14,13 +14,7 @@ from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion import packed
 from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import (
-    KitModel,
-    LoadedParts,
-    PipelineParts,
-    TextEncoder,
-    load_frozen_transformer,
-)
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, load_frozen_transformer, published_parts
 from dit_lora.families.ideogram4 import demo as tiny_ideogram4  # looked up at call time: tests stand in the build
 from dit_lora.families.ideogram4.state import Ideogram4Run
 from dit_lora.modelfiles.pipeline_files import check_safetensors, read_component_config
@@ -109,25 +103,13 @@ class Ideogram4Model(KitModel):
 #: Ideogram 4's pipeline folder, as the kit's loader reads it: Qwen3-VL (its tapped hidden states) with its
 #: tokenizer; FLUX.2's VAE in fp32 (the latents are cached once from it). The unconditional transformer is read by
 #: :func:`load_unconditional`, and only for samples.
-PARTS = PipelineParts(
+PARTS = published_parts(
+    "ideogram-ai/ideogram-v4",
     kind="Ideogram 4",
-    example_id="ideogram-ai/ideogram-v4",
-    transformer="Ideogram4Transformer2DModel",
-    vae="AutoencoderKLFlux2",
     folder_listing="transformer/, unconditional_transformer/, vae/, text_encoder/, tokenizer/",
-    text_encoders=(TextEncoder("Qwen3VLModel"),),
     precision=Ideogram4Precision(),
 )
 
 
-def build_demo(cfg: TrainConfig) -> None:
-    """``FamilySpec.demo``'s model: the tiny random Ideogram4Pipeline (``demo.py``)."""
-    tiny_ideogram4.build_tiny_ideogram4_pipeline(cfg.model.path, seed=0)
-
-
-def _check(cfg: TrainConfig) -> None:
-    check_resolution(cfg.data.resolution)
-
-
-#: ``FamilySpec.demo``: the tiny Ideogram 4 and the shapes, ``--resolution`` checked first
-DEMO = ShapesDemo(build_demo, check=_check)
+#: ``FamilySpec.demo``: the tiny Ideogram 4 (``demo.py``) and the shapes, ``--resolution`` checked first
+DEMO = ShapesDemo.tiny(tiny_ideogram4, "build_tiny_ideogram4_pipeline", check_resolution)

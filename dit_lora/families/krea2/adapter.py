@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args
+from dit_lora.families.diffusion.adapter import KitCard
 from dit_lora.families.krea2.encoders import max_sequence_length
 
 if TYPE_CHECKING:
@@ -24,28 +24,23 @@ COMFYUI = (
 
 
 class Krea2Card(KitCard):
-    """``FamilySpec.card``: the model card's snippet, Krea 2's rows and the base model's license."""
+    """``FamilySpec.card``: the model card's snippet (the VAE in fp32, the caption length when it is not the
+    pipeline's), Krea 2's rows and the base model's license."""
 
-    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
-        """Krea2Pipeline with the adapter loaded, one image at the run's validation settings (the guidance scale
-        and the caption length when it is not the pipeline's)."""
-        *size_and_steps, seed = image_call_args(cfg)
-        return Snippet(
-            pipeline=self.info.pipeline_class_name,
-            base=cfg.model.path,
-            repo=repo_or_dir,
-            vae="AutoencoderKLQwenImage",
-            vae_comment="  # decodes in fp32, as trained",
-            to_comment="  # or pipe.enable_model_cpu_offload()",
-            call_args=[f"prompt={self.prompt(cfg)},", *size_and_steps, *max_sequence_length.snippet_args(cfg), seed],
-        )
+    snippet_fields = {
+        "vae": "AutoencoderKLQwenImage",
+        "vae_comment": "  # decodes in fp32, as trained",
+        "to_comment": "  # or pipe.enable_model_cpu_offload()",
+    }
+
+    def extra_call_args(self, cfg: TrainConfig) -> list[str]:
+        """The caption length, where it is not the pipeline's."""
+        return max_sequence_length.snippet_args(cfg)
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the caption length, that no guidance embedding was fed, and ComfyUI."""
-        options = cfg.family_options
         return {
-            "weighting_scheme": options.weighting_scheme,
-            "krea2_shift": options.krea2_shift if options.krea2_shift is not None else "the scheduler's",
+            **self.flow_rows(cfg, "krea2_shift"),
             "max_sequence_length": max_sequence_length(cfg),
             "guidance": "none fed in training (Krea 2 has no guidance embedding; it samples with real CFG)",
             "sampling": "Krea's advice: sample with krea/Krea-2-Turbo (8 steps, guidance_scale 0.0), the adapter loaded "

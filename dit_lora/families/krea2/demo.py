@@ -7,9 +7,6 @@ the real ones; only widths and depths shrink (``demo.json``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import demo_words
 from dit_lora.families.diffusion import tiny
@@ -40,28 +37,18 @@ def build_tiny_krea2_tokenizer():
 def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
     """The tiny ``Krea2Pipeline`` (fp32)."""
     config = DEMO.read().variant(variant)
-    return tiny.TinyPipeline(
-        pipeline="diffusers:Krea2Pipeline",
-        marker={"kind": "krea2", "variant": variant, "seed": seed, "version": TINY_KREA2_VERSION},
-        seed=seed,
+    return tiny.described(
+        DEMO, "Krea2Pipeline", seed, config, ("variant", variant),
         tokenizer=build_tiny_krea2_tokenizer,
         parts=(
             tiny.module("transformer", 1, "diffusers:Krea2Transformer2DModel", config["transformer"]),
             tiny.module("vae", 2, "diffusers:AutoencoderKLQwenImage", config["vae"]),
             tiny.qwen3_vl(3, config["text"], config["vision"]),
         ),
-        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
         pipeline_kwargs={"text_encoder_select_layers": tuple(config["text_encoder_select_layers"])},
     )  # fmt: skip
 
 
-def build_tiny_krea2_components(variant: str = "raw", seed: int = 0) -> dict[str, Any]:
-    """The Krea2Pipeline components in memory, randomly initialised from ``seed`` (fp32, eval mode; the caller's torch
-    RNG state restored; each component seeded on its own)."""
-    return tiny.build_components(_tiny(variant, seed))
-
-
-def build_tiny_krea2_pipeline(path: str | Path, variant: str = "raw", seed: int = 0) -> Path:
-    """Write a random tiny ``Krea2Pipeline`` to ``path`` and return it; idempotent (a marker names variant, seed and
-    version) and atomic (built beside and renamed into place)."""
-    return tiny.build_pipeline(path, _tiny(variant, seed))
+#: the tiny Krea2Pipeline: its components in memory and the pipeline written to a folder
+#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+build_tiny_krea2_components, build_tiny_krea2_pipeline = tiny.builders(_tiny, "raw")

@@ -11,7 +11,7 @@ from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion import packed
 from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, published_parts
 from dit_lora.families.krea2 import demo as tiny_krea2  # looked up at call time: tests stand in the model build
 from dit_lora.families.krea2.state import Krea2Run, tapped_layers
 from dit_lora.modelfiles.pipeline_files import read_component_config
@@ -100,24 +100,8 @@ class Krea2Precision(Fp32VaePrecision):
 
 #: Krea 2's pipeline folder, as the kit's loader reads it: Qwen3-VL (its stacked hidden states) with its tokenizer;
 #: the Qwen-Image VAE in fp32 (the latents are cached once from it)
-PARTS = PipelineParts(
-    kind="Krea 2",
-    example_id="krea/Krea-2-Raw",
-    transformer="Krea2Transformer2DModel",
-    vae="AutoencoderKLQwenImage",
-    text_encoders=(TextEncoder("Qwen3VLModel"),),
-    precision=Krea2Precision(),
-)
+PARTS = published_parts("krea/Krea-2-Raw", kind="Krea 2", precision=Krea2Precision())
 
 
-def build_demo(cfg: TrainConfig) -> None:
-    """``FamilySpec.demo``'s model: the tiny random Krea2Pipeline (``demo.py``)."""
-    tiny_krea2.build_tiny_krea2_pipeline(cfg.model.path, seed=0)
-
-
-def _check(cfg: TrainConfig) -> None:
-    check_resolution(cfg.data.resolution)
-
-
-#: ``FamilySpec.demo``: the tiny Krea 2 and the shapes, ``--resolution`` checked first
-DEMO = ShapesDemo(build_demo, check=_check)
+#: ``FamilySpec.demo``: the tiny Krea 2 (``demo.py``) and the shapes, ``--resolution`` checked first
+DEMO = ShapesDemo.tiny(tiny_krea2, "build_tiny_krea2_pipeline", check_resolution)

@@ -3,12 +3,9 @@ everything about this model lives here."""
 
 from dit_lora.registry import FamilyEntry
 
-# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
 ENTRY = FamilyEntry.in_package(
     __name__,
-    names=("lumina2",),
     aliases=("lumina", "lumina-2", "lumina-image-2"),
-    spec="lumina2_spec",
     options="Lumina2Options",
     pipelines=("Lumina2Pipeline", "Lumina2Text2ImgPipeline"),
 )

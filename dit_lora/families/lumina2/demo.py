@@ -10,7 +10,6 @@ the attention mask) are the real ones.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
@@ -51,10 +50,11 @@ def _tiny(seed: int) -> tiny.TinyPipeline:
     config = get_tiny_lumina2_config()
     vae = dict(config["vae"], scaling_factor=1.0, shift_factor=0.0)
     gemma_ids = {key: key for key in ("pad_token_id", "bos_token_id", "eos_token_id")}
-    return tiny.TinyPipeline(
-        pipeline="diffusers:Lumina2Pipeline",
-        marker={"kind": "lumina2", "seed": seed, "version": TINY_LUMINA2_VERSION},
-        seed=seed,
+    return tiny.described(
+        DEMO,
+        "Lumina2Pipeline",
+        seed,
+        config,
         tokenizer=build_tiny_tokenizer,
         parts=(
             tiny.module("transformer", 1, "diffusers:Lumina2Transformer2DModel", config["transformer"]),
@@ -69,17 +69,9 @@ def _tiny(seed: int) -> tiny.TinyPipeline:
                 3, "transformers:Gemma2Model", "transformers:Gemma2Config", config["text_encoder"], gemma_ids
             ),
         ),
-        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
     )
 
 
-def build_tiny_lumina2_components(seed: int = 0) -> dict[str, Any]:
-    """The five Lumina2Pipeline components in memory, randomly initialised from ``seed`` (fp32, eval mode; the
-    caller's torch RNG state is restored; each component seeded on its own)."""
-    return tiny.build_components(_tiny(seed))
-
-
-def build_tiny_lumina2_pipeline(path: str | Path, seed: int = 0) -> Path:
-    """Write a random tiny Lumina2Pipeline to ``path`` (``save_pretrained``, safetensors, plus a marker) and return
-    it; idempotent for the same ``(seed, version)``, built in a temporary sibling and renamed into place."""
-    return tiny.build_pipeline(path, _tiny(seed))
+#: the tiny Lumina2Pipeline: its components in memory and the pipeline written to a folder, from ``seed``
+#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+build_tiny_lumina2_components, build_tiny_lumina2_pipeline = tiny.builders(_tiny)

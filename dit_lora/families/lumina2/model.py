@@ -13,7 +13,7 @@ from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.builder import LatentGrid
 from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, published_parts
 from dit_lora.families.lumina2 import demo as tiny_lumina2  # looked up at call time: tests stand in the build
 from dit_lora.families.lumina2.encoders import max_sequence_length
 from dit_lora.families.lumina2.state import Lumina2Run
@@ -113,13 +113,8 @@ class Lumina2Precision(Fp32VaePrecision):
 
 #: Lumina 2's pipeline folder, as the kit's loader reads it. The VAE in fp32: the latents are cached once, and a bf16
 #: encode would lose what the fp32 load keeps. Lumina2Pipeline's model_index names Gemma2Model: AutoModel loads it.
-PARTS = PipelineParts(
-    kind="Lumina 2",
-    example_id="Alpha-VLLM/Lumina-Image-2.0",
-    transformer="Lumina2Transformer2DModel",
-    vae="AutoencoderKL",
-    text_encoders=(TextEncoder("AutoModel"),),
-    precision=Lumina2Precision(),
+PARTS = published_parts(
+    "Alpha-VLLM/Lumina-Image-2.0", kind="Lumina 2", text_encoder_class="AutoModel", precision=Lumina2Precision()
 )
 
 #: ``FamilySpec.image_buckets`` and ``FamilySpec.defaults``: any aspect ratio (the transformer patchifies any grid and
@@ -139,10 +134,5 @@ def check_demo_size(cfg: TrainConfig) -> None:
         )
 
 
-def build_demo(cfg: TrainConfig) -> None:
-    """``FamilySpec.demo``'s model: the tiny random Lumina 2 pipeline (``demo.py``)."""
-    tiny_lumina2.build_tiny_lumina2_pipeline(cfg.model.path, seed=0)
-
-
-#: ``FamilySpec.demo``: the tiny Lumina 2 and the shapes, its size checked first
-DEMO = ShapesDemo(build_demo, check=check_demo_size)
+#: ``FamilySpec.demo``: the tiny Lumina 2 (``demo.py``) and the shapes, its size checked first
+DEMO = ShapesDemo.tiny(tiny_lumina2, "build_tiny_lumina2_pipeline", check=check_demo_size)

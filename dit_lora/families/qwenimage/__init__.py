@@ -2,12 +2,10 @@
 
 from dit_lora.registry import FamilyEntry
 
-# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
 ENTRY = FamilyEntry.in_package(
     __name__,
     names=("qwenimage", "qwenimage_edit", "qwenimage_edit_plus"),
     aliases=("qwen-image",),
-    spec="qwenimage_spec",
     options={
         "qwenimage": "QwenImageOptions",
         "qwenimage_edit": "QwenImageEditOptions",

@@ -113,10 +113,12 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
         tiny.rewrite_json(folder / "model_index.json", lambda index: index.update(change), sort_keys=True)
 
     edit = variant != "t2i"
-    return tiny.TinyPipeline(
-        pipeline="diffusers:QwenImagePipeline",
-        marker={"kind": "qwenimage", "variant": variant, "seed": seed, "version": TINY_QWENIMAGE_VERSION},
-        seed=seed,
+    return tiny.described(
+        DEMO,
+        "QwenImagePipeline",
+        seed,
+        config,
+        ("variant", variant),
         tokenizer=build_tiny_qwen_tokenizer,
         parts=(
             tiny.module("transformer", 1, "diffusers:QwenImageTransformer2DModel", config["transformer"], dtype=_BF16),
@@ -138,24 +140,12 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
                 tie_word_embeddings=False,
             ),
         ),
-        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
         processors=_processor if edit else None,
         apart=("processor",),
         after_save=save_edit_files if edit else None,
     )
 
 
-def build_tiny_qwenimage_components(variant: str = "t2i", seed: int = 0) -> dict[str, Any]:
-    """The pipeline's components in memory, randomly initialised from ``seed`` (each component its own seed, the
-    caller's RNG state restored): transformer and text encoder in bf16, the VAE in fp32; ``processor`` for the Edit
-    variants."""
-    return tiny.build_components(_tiny(variant, seed))
-
-
-def build_tiny_qwenimage_pipeline(path: str | Path, variant: str = "t2i", seed: int = 0) -> Path:
-    """Write a randomly initialised Qwen-Image pipeline (``variant``: ``t2i``, ``edit``, ``edit_plus``) to ``path``.
-
-    What the pipeline's ``save_pretrained`` writes (safetensors) plus a ``dit_lora_tiny.json`` marker; idempotent
-    (an identical marker means nothing is rewritten) and atomic (built beside and renamed into place).
-    """
-    return tiny.build_pipeline(path, _tiny(variant, seed))
+#: the tiny Qwen-Image pipeline (edit, edit_plus: the Edit models'): its components in memory and the pipeline
+#: written to a folder (:func:`~dit_lora.families.diffusion.tiny.builders`)
+build_tiny_qwenimage_components, build_tiny_qwenimage_pipeline = tiny.builders(_tiny, "t2i")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args, quoted
+from dit_lora.families.diffusion.adapter import KitCard, quoted
 from dit_lora.families.sana.encoders import max_sequence_length
 
 if TYPE_CHECKING:
@@ -16,32 +16,25 @@ SANA_VAE = "AutoencoderDC"
 
 
 class SanaCard(KitCard):
-    """``FamilySpec.card``: the model card's snippet, Sana's rows and the license of Efficient-Large-Model's
-    checkpoints."""
+    """``FamilySpec.card``: the model card's snippet (the DC-AE in fp32, the instruction prefix and caption length
+    when they are not the pipeline's), Sana's rows and the license of Efficient-Large-Model's checkpoints."""
 
-    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
-        """SanaPipeline with the DC-AE in fp32, the adapter loaded, one image at the run's validation settings (and
-        its caption length when it is not the pipeline's)."""
+    quote, prompt_keyword = staticmethod(quoted), False
+    snippet_fields = {"vae": SANA_VAE, "vae_comment": "  # DC-AE stays fp32"}
+
+    def extra_call_args(self, cfg: TrainConfig) -> list[str]:
+        """No instruction prefix where training had none, and the caption length where it is not the pipeline's."""
         chi = (
             []
             if cfg.family_options.complex_human_instruction
             else ["complex_human_instruction=None,  # trained without the prefix,"]
         )
-        *size_and_steps, seed = image_call_args(cfg)
-        return Snippet(
-            pipeline=self.info.pipeline_class_name,
-            base=cfg.model.path,
-            repo=repo_or_dir,
-            quote=quoted,
-            vae=SANA_VAE,
-            vae_comment="  # DC-AE stays fp32",
-            call_args=[f"{self.prompt(cfg)},", *size_and_steps, *chi, *max_sequence_length.snippet_args(cfg), seed],
-        )
+        return [*chi, *max_sequence_length.snippet_args(cfg)]
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The weighting scheme, the instruction prefix and the caption length."""
         return {
-            "weighting_scheme": cfg.family_options.weighting_scheme,
+            **self.flow_rows(cfg),
             "complex_human_instruction": cfg.family_options.complex_human_instruction,
             "max_sequence_length": max_sequence_length(cfg),
         }

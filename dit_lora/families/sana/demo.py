@@ -76,10 +76,12 @@ def _tiny(size: str, seed: int) -> tiny.TinyPipeline:
     measure = tiny.measured_scaling(config["resolution"], seed)  # the VAE's scaling_factor, on shapes
 
     gemma_ids = {key: key for key in ("pad_token_id", "bos_token_id", "eos_token_id")}
-    return tiny.TinyPipeline(
-        pipeline="diffusers:SanaPipeline",
-        marker={"kind": "sana", "size": size, "seed": seed, "version": TINY_SANA_VERSION},
-        seed=seed,
+    return tiny.described(
+        DEMO,
+        "SanaPipeline",
+        seed,
+        config,
+        ("size", size),
         tokenizer=build_tiny_tokenizer,
         parts=(
             tiny.module("transformer", 1, "diffusers:SanaTransformer2DModel", config["transformer"], dtype=_BF16),
@@ -93,7 +95,6 @@ def _tiny(size: str, seed: int) -> tiny.TinyPipeline:
                 dtype=_BF16,
             ),
         ),
-        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
     )
 
 

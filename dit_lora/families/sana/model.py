@@ -14,7 +14,7 @@ from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.builder import LatentGrid, check_divisible
 from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, published_parts
 from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
 from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
 from dit_lora.families.sana.state import SanaRun
@@ -112,12 +112,10 @@ class SanaNotes(DiffusionNotes):
 
 
 #: Sana's pipeline folder, as the kit's loader reads it
-PARTS = PipelineParts(
+PARTS = published_parts(
+    "Efficient-Large-Model/Sana_600M_1024px_diffusers",
     kind="Sana",
-    example_id="Efficient-Large-Model/Sana_600M_1024px_diffusers",
-    transformer="SanaTransformer2DModel",
-    vae="AutoencoderDC",
-    text_encoders=(TextEncoder("AutoModel"),),
+    text_encoder_class="AutoModel",
     precision=Fp32VaePrecision(),  # the transformer and Gemma-2 in the run's weight dtype, the DC-AE in fp32
 )
 

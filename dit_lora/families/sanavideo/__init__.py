@@ -2,12 +2,10 @@
 
 from dit_lora.registry import FamilyEntry
 
-# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
 ENTRY = FamilyEntry.in_package(
     __name__,
     names=("sanavideo", "sanavideo_i2v"),
     aliases=("sana-video",),
-    spec="sanavideo_spec",
     options={"sanavideo": "SanaVideoOptions", "sanavideo_i2v": "SanaVideoI2VOptions"},
     pipelines={"sanavideo": ("SanaVideoPipeline",), "sanavideo_i2v": ("SanaImageToVideoPipeline",)},
     demo_configs=("sanavideo/demo.yaml", "sanavideo/i2v_demo.yaml"),

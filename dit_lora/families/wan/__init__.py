@@ -2,11 +2,9 @@
 
 from dit_lora.registry import FamilyEntry
 
-# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
 ENTRY = FamilyEntry.in_package(
     __name__,
     names=("wan", "wan_i2v"),
-    spec="wan_spec",
     options={"wan": "WanOptions", "wan_i2v": "WanI2VOptions"},
     pipelines={"wan": ("WanPipeline",), "wan_i2v": ("WanImageToVideoPipeline",)},
     demo_configs=("wan/demo.yaml", "wan/i2v_demo.yaml"),

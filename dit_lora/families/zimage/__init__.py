@@ -2,12 +2,4 @@
 
 from dit_lora.registry import FamilyEntry
 
-# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
-ENTRY = FamilyEntry.in_package(
-    __name__,
-    names=("zimage",),
-    aliases=("z-image",),
-    spec="zimage_spec",
-    options="ZImageOptions",
-    pipelines=("ZImagePipeline",),
-)
+ENTRY = FamilyEntry.in_package(__name__, aliases=("z-image",), options="ZImageOptions", pipelines=("ZImagePipeline",))

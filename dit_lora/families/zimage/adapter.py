@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args, quoted
+from dit_lora.families.diffusion.adapter import KitCard, quoted
 from dit_lora.families.zimage.encoders import max_sequence_length
 
 if TYPE_CHECKING:
@@ -17,25 +17,15 @@ ZIMAGE_VAE = "AutoencoderKL"
 
 
 class ZImageCard(KitCard):
-    """``FamilySpec.card``: the model card's snippet, Z-Image's rows and the license of Tongyi-MAI's releases."""
+    """``FamilySpec.card``: the model card's snippet (the caption length when it is not the pipeline's), Z-Image's
+    rows and the license of Tongyi-MAI's releases."""
 
-    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
-        """ZImagePipeline with the adapter loaded, one image at the run's validation settings (and its caption length
-        when it is not the pipeline's)."""
-        *size_and_steps, seed = image_call_args(cfg)
-        return Snippet(
-            pipeline=self.info.pipeline_class_name,
-            base=cfg.model.path,
-            repo=repo_or_dir,
-            base_name=None,
-            quote=quoted,
-            call_args=[
-                f"{self.prompt(cfg)},",
-                *size_and_steps,
-                *max_sequence_length.snippet_args(cfg),
-                seed,
-            ],
-        )
+    quote, prompt_keyword = staticmethod(quoted), False
+    snippet_fields = {"base_name": None}
+
+    def extra_call_args(self, cfg: TrainConfig) -> list[str]:
+        """The caption length, where it is not the pipeline's."""
+        return max_sequence_length.snippet_args(cfg)
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The timestep density and the caption length."""

@@ -11,7 +11,6 @@ ones.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -102,10 +101,11 @@ def _tiny(seed: int) -> tiny.TinyPipeline:
     config = get_tiny_zimage_config()
     vae = dict(config["vae"], scaling_factor=1.0, shift_factor=0.0)
     ids = {"pad_token_id": "pad_token_id", "eos_token_id": "eos_token_id"}
-    return tiny.TinyPipeline(
-        pipeline="diffusers:ZImagePipeline",
-        marker={"kind": "zimage", "seed": seed, "version": TINY_ZIMAGE_VERSION},
-        seed=seed,
+    return tiny.described(
+        DEMO,
+        "ZImagePipeline",
+        seed,
+        config,
         tokenizer=build_tiny_qwen3_tokenizer,
         parts=(
             tiny.module(
@@ -120,17 +120,9 @@ def _tiny(seed: int) -> tiny.TinyPipeline:
             ),
             tiny.text_model(3, "transformers:Qwen3Model", "transformers:Qwen3Config", config["text_encoder"], ids),
         ),
-        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
     )
 
 
-def build_tiny_zimage_components(seed: int = 0) -> dict[str, Any]:
-    """The five ZImagePipeline components in memory, randomly initialised from ``seed`` (fp32, eval mode; the
-    caller's torch RNG state is restored; each component seeded on its own)."""
-    return tiny.build_components(_tiny(seed))
-
-
-def build_tiny_zimage_pipeline(path: str | Path, seed: int = 0) -> Path:
-    """Write a random tiny ZImagePipeline to ``path`` (``save_pretrained``, safetensors, plus a marker) and return
-    it; idempotent for the same ``(seed, version)``, built in a temporary sibling and renamed into place."""
-    return tiny.build_pipeline(path, _tiny(seed))
+#: the tiny ZImagePipeline: its components in memory and the pipeline written to a folder, from ``seed``
+#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+build_tiny_zimage_components, build_tiny_zimage_pipeline = tiny.builders(_tiny)

@@ -13,7 +13,7 @@ from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
 from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, model_configs
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, model_configs, published_parts
 from dit_lora.families.zimage import demo as tiny_zimage  # looked up at call time: tests stand in the build
 from dit_lora.families.zimage.state import ZImageRun
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
@@ -78,14 +78,7 @@ class ZImagePrecision(Fp32VaePrecision):
 #: Z-Image's pipeline folder, as the kit's loader reads it. The VAE in fp32: the latents are cached once, and a
 #: bf16 encode would lose what the fp32 load keeps. ZImagePipeline's model_index names Qwen3Model (the hidden
 #: states, no LM head): AutoModel loads it.
-PARTS = PipelineParts(
-    kind="Z-Image",
-    example_id=EXAMPLE_REPO,
-    transformer="ZImageTransformer2DModel",
-    vae="AutoencoderKL",
-    text_encoders=(TextEncoder("AutoModel"),),
-    precision=ZImagePrecision(),
-)
+PARTS = published_parts(EXAMPLE_REPO, kind="Z-Image", text_encoder_class="AutoModel", precision=ZImagePrecision())
 
 
 def is_turbo(cfg: TrainConfig) -> bool:
@@ -139,13 +132,8 @@ def check_demo_size(cfg: TrainConfig) -> None:
     check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
 
 
-def build_demo(cfg: TrainConfig) -> None:
-    """``FamilySpec.demo``'s model: the tiny random Z-Image pipeline (``demo.py``)."""
-    tiny_zimage.build_tiny_zimage_pipeline(cfg.model.path, seed=0)
-
-
-#: ``FamilySpec.demo``: the tiny Z-Image and the shapes, its sizes checked first
-DEMO = ShapesDemo(build_demo, check=check_demo_size)
+#: ``FamilySpec.demo``: the tiny Z-Image (``demo.py``) and the shapes, its size checked first
+DEMO = ShapesDemo.tiny(tiny_zimage, "build_tiny_zimage_pipeline", check=check_demo_size)
 
 
 def with_flow_shift(scheduler_cfg: dict, flow_shift: float | None) -> dict:

@@ -14,23 +14,10 @@ from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import diffusion_spec
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
-from dit_lora.families.zimage.adapter import ZIMAGE_VAE, ZImageCard
+from dit_lora.families.diffusion.builder import folder_spec
+from dit_lora.families.zimage.adapter import ZIMAGE_VAE
 from dit_lora.families.zimage.comfyui import EXPORTS
-from dit_lora.families.zimage.encoders import ZImageEncoders
-from dit_lora.families.zimage.loss import ZImageLoss
-from dit_lora.families.zimage.model import (
-    DEMO,
-    PARTS,
-    ZImageBuckets,
-    ZImageDefaults,
-    ZImageModel,
-    ZImageNotes,
-)
-from dit_lora.families.zimage.plan import ZImagePlan
-from dit_lora.families.zimage.samples import ZImageSamples
-from dit_lora.families.zimage.state import run_state
+from dit_lora.families.zimage.model import ZImageBuckets, ZImageDefaults, ZImageNotes
 
 #: what the model card, the loader, --blocks_to_swap and FSDP2 say about Z-Image
 INFO = FamilyInfo(
@@ -54,23 +41,18 @@ INFO = FamilyInfo(
 
 
 def zimage_spec(name: str = "zimage") -> FamilySpec:
-    """A new Z-Image spec: Turbo and base, and the tiny random variants of the tests."""
-    encoders = ZImageEncoders()
-    return diffusion_spec(
+    """A new Z-Image spec: Turbo and base, and the tiny random variants of the tests; its folder's parts
+    (:func:`~dit_lora.families.diffusion.builder.folder_spec`) and what it adds: the fp32 VAE of the reload, the
+    ComfyUI export (also a LoKr/LoHa run's), its buckets, defaults and notes."""
+    adapter = KitAdapter(INFO, fp32_vae=ZIMAGE_VAE)
+    return folder_spec(
         name,
         INFO,
-        model=ZImageModel(INFO, PARTS),
-        encoders=encoders,
-        loss=ZImageLoss,
-        samples=ZImageSamples,
-        plan=ZImagePlan,
-        adapter=KitAdapter(INFO, fp32_vae=ZIMAGE_VAE),
+        __package__,
+        adapter=adapter,
         exports=EXPORTS,
-        adapter_extras=EXPORTS,  # a LoKr/LoHa run's ComfyUI file
+        adapter_extras=EXPORTS,
         image_buckets=ZImageBuckets(),
-        card=ZImageCard(INFO),
         defaults=ZImageDefaults(),
         notes=ZImageNotes(),
-        setup=TextSettingsSetup(encoders, run_state),
-        demo=DEMO,
     )

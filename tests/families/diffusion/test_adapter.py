@@ -8,7 +8,7 @@ import torch
 from sana_configs import sana_cfg
 
 from dit_lora.contract.spec import FamilyInfo
-from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet
+from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet, quoted
 from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.output.adapter import stable_config
 from dit_lora.registry import available, get_spec
@@ -194,3 +194,36 @@ def test_a_card_adds_its_own_call_arguments():
 
     code = Unbinned(FamilyInfo(pipeline_class_name="SanaPipeline")).usage_snippet(sana_cfg(), "me/lora")
     assert "    use_resolution_binning=False,\n).images[0]\n" in code and 'pipe.load_lora_weights("me/lora")' in code
+
+
+def test_a_card_states_its_fields_prompt_extras_and_parts_and_the_kit_lays_them_out():
+    """A family's card states what differs (fields of every run, the prompt's arguments, its arguments before the
+    seed, this run's parts); the kit keeps the order: prompt, size and steps, extras, seed."""
+
+    class Stated(KitCard):
+        quote, prompt_keyword = staticmethod(quoted), False
+        snippet_fields = {"vae": "AutoencoderDC", "vae_comment": "  # fp32"}
+
+        def extra_call_args(self, cfg):
+            return ["max_sequence_length=77,"]
+
+        def snippet_parts(self, cfg):
+            return {"before_call": "image = None\n", "pipeline": "OtherPipeline"}
+
+    code = Stated(FamilyInfo(pipeline_class_name="SanaPipeline")).usage_snippet(sana_cfg(validation_prompt="a dog"), "me/x")
+    assert "OtherPipeline" in code and "SanaPipeline" not in code and "AutoencoderDC" in code and "# fp32" in code
+    assert "image = None\n" in code and '    "a dog",\n' in code
+    call = code[code.index('"a dog",'):]
+    assert call.index("height=") < call.index("max_sequence_length=77,") < call.index("generator=")
+
+
+def test_flow_rows_name_the_density_and_an_unset_shift():
+    from dit_lora.config import TrainConfig
+
+    card = KitCard(FamilyInfo(pipeline_class_name="ChromaPipeline"))
+    cfg = TrainConfig.for_family("chroma", pretrained_model_name_or_path="m")
+    assert card.flow_rows(cfg) == {"weighting_scheme": cfg.family_options.weighting_scheme}
+    assert card.flow_rows(cfg, "chroma_shift")["chroma_shift"] == "the scheduler's"
+    assert card.flow_rows(cfg, "chroma_shift", unset="dynamic")["chroma_shift"] == "dynamic"
+    shifted = TrainConfig.for_family("chroma", pretrained_model_name_or_path="m", chroma_shift=3.0)
+    assert card.flow_rows(shifted, "chroma_shift")["chroma_shift"] == 3.0

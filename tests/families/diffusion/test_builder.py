@@ -194,3 +194,41 @@ def test_the_plan_builds_the_kit_models_own_components_on_the_meta_device(monkey
     assert planned == [(parts, 2, "n_layers")] and seen == [("meta transformer", {"k": 1}, None)]
     with pytest.raises(TypeError, match="no model to plan"):
         ConditioningOnly(Encoders(), None).plan_components(TrainConfig(), None)
+
+
+# ---- folder_spec: the parts a family folder holds by convention ------------------------------------------------------
+def test_folder_spec_finds_each_part_in_its_module_and_a_stated_one_wins():
+    """Chroma's spec is its folder's parts: model.py's model with PARTS, encoders.py's encoders, the loss, samples and
+    plan classes, adapter.py's card, the caption settings set up into state.py's run_state, model.py's DEMO; what
+    the family states (its data) replaces the default, and a role it names is not looked up."""
+    from dit_lora.families.chroma import model, state
+    from dit_lora.families.chroma.spec import INFO
+    from dit_lora.families.diffusion.builder import folder_spec
+    from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
+
+    spec = folder_spec("chroma", INFO, "dit_lora.families.chroma")
+    assert type(spec.model) is model.ChromaModel and spec.model.parts is model.PARTS
+    assert [type(getattr(spec, r)).__name__ for r in ("encoders", "loss", "samples", "plan", "card")] == [
+        "ChromaEncoders", "ChromaLoss", "ChromaSamples", "ChromaPlan", "ChromaCard"]
+    assert spec.card.info is INFO and spec.demo is model.DEMO
+    assert isinstance(spec.setup, TextSettingsSetup) and spec.setup.run_state is state.run_state
+    assert spec.setup.encoders is spec.encoders and spec.loss.encoders is spec.encoders
+    data = base.DiffusionData()
+    stated = folder_spec("chroma", INFO, "dit_lora.families.chroma", data=data, notes=None, encoders=spec.encoders)
+    assert stated.data is data and stated.notes is None and stated.encoders is spec.encoders
+    assert type(spec.notes) is base.DiffusionNotes  # the kit's default, which None left out
+
+
+def test_role_class_refuses_a_module_with_none_or_several_in_one_sentence(tmp_path, monkeypatch):
+    from dit_lora.families.diffusion.builder import role_class
+
+    package = tmp_path / "fam_by_convention"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "loss.py").write_text("class ALoss:\n    pass\n\n\nclass BLoss:\n    pass\n")
+    (package / "plan.py").write_text("from fam_by_convention.loss import ALoss as ImportedLoss\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TypeError, match=r"one class whose name ends in 'Loss' \(found ALoss, BLoss\).*spec.py"):
+        role_class("fam_by_convention", "loss")
+    with pytest.raises(TypeError, match=r"'Plan' \(found none\)"):
+        role_class("fam_by_convention", "plan")  # an imported class is not the module's own

@@ -449,3 +449,25 @@ def test_pipeline_samples_take_a_familys_parts_and_inputs(monkeypatch):
     samples.generate_with_pipeline(reloaded, "cat", cfg, seed=7, num_images=3)
     (kwargs, _, _), = reloaded.calls
     assert kwargs["class_labels"] == [3, 3, 3] and "height" not in kwargs and "prompt" not in kwargs
+
+
+def test_a_tiny_shapes_demo_calls_the_builder_it_finds_at_build_time_with_the_resolution_rule_first(tmp_path):
+    """``ShapesDemo.tiny``: the family's builder looked up on each call (a test's stand-in is used), given the path,
+    the variant where one is named and seed 0; ``resolution_rule`` sees ``--resolution`` before anything is built."""
+    from types import SimpleNamespace
+
+    from dit_lora.core.errors import UserError
+
+    calls, module = [], SimpleNamespace()
+    demo = base.ShapesDemo.tiny(module, "build_tiny", lambda r: calls.append(("rule", r)), variant="kontext")
+    module.build_tiny = lambda path, *variants, seed: calls.append((path, variants, seed))  # set after: looked up late
+    demo.prepare_demo(_cfg(tmp_path / "model", train_data_dir=str(tmp_path / "data"), resolution=32))
+    assert calls == [("rule", 32), (str(tmp_path / "model"), ("kontext",), 0)]
+
+    def refuse(resolution):
+        raise UserError(f"--resolution {resolution} is not divisible by 16")
+
+    calls.clear()
+    with pytest.raises(UserError, match="33 is not divisible"):
+        base.ShapesDemo.tiny(module, "build_tiny", refuse).prepare_demo(_cfg(tmp_path / "m", resolution=33))
+    assert calls == []

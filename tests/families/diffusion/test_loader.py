@@ -360,3 +360,24 @@ def test_a_block_mix_plans_units_of_both_lists_by_the_keys_a_family_states():
         "depth_single": 6,
     }
     assert mix.swap_depth_keys == (("transformer/config.json", "num_layers"), ("transformer/config.json", "num_single_layers"))
+
+
+def test_published_parts_read_the_catalogued_model_index():
+    """A pipeline's parts from its catalogued ``model_index.json``: transformer and VAE classes, each numbered text
+    encoder with its tokenizer (not Krea 2's ``text_encoder_select_layers``, a list of layer numbers), an encoder
+    class given for every checkpoint of the family; an uncatalogued id is refused."""
+    precision = DiffusionPrecision()
+    flux = loader.published_parts("black-forest-labs/FLUX.1-dev", kind="FLUX.1", precision=precision)
+    assert (flux.kind, flux.transformer, flux.vae, flux.precision) == (
+        "FLUX.1", "FluxTransformer2DModel", "AutoencoderKL", precision)
+    assert flux.text_encoders == (
+        loader.TextEncoder("CLIPTextModel"),
+        loader.TextEncoder("T5EncoderModel", subfolder="text_encoder_2", tokenizer="tokenizer_2"),
+    )
+    krea = loader.published_parts("krea/Krea-2-Raw", kind="Krea 2", folder_listing="transformer/")
+    assert krea.text_encoders == (loader.TextEncoder("Qwen3VLModel"),) and krea.folder_listing == "transformer/"
+    sana = loader.published_parts("Efficient-Large-Model/Sana_600M_1024px_diffusers", kind="Sana",
+                                  text_encoder_class="AutoModel")
+    assert sana.text_encoders == (loader.TextEncoder("AutoModel"),) and sana.vae == "AutoencoderDC"
+    with pytest.raises(KeyError, match="not catalogued"):
+        loader.published_parts("someone/unknown", kind="X")

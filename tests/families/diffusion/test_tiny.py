@@ -217,3 +217,35 @@ def test_the_clip_tokenizer_is_the_same_in_every_process():
     assert tokenizer.tokenize("a blue background") == ["a</w>", "blue</w>", "background</w>"]
     ids = tokenizer("A red circle, Zebra!").input_ids
     assert tokenizer.unk_token_id not in ids[1:-1] and ids[-1] == tokenizer.eos_token_id and len(ids) > 6
+
+
+def test_builders_build_a_familys_default_variant_or_the_named_one(tmp_path):
+    """``tiny.builders``: the components and the folder of ``describe(variant, seed)``, the default variant when none
+    is named; a family of one variant describes from the seed alone."""
+    asked: list = []
+
+    def describe(variant, seed):
+        asked.append((variant, seed))
+        return _description(seed=seed)
+
+    components, pipeline = tiny.builders(describe, "base")
+    assert set(components()) >= {"transformer", "vae", "scheduler"} and asked == [("base", 0)]
+    assert pipeline(tmp_path / "m", "other", seed=3) == tmp_path / "m" and asked[-1] == ("other", 3)
+    assert json.loads((tmp_path / "m" / tiny.MARKER).read_text())["seed"] == 3
+    single, _ = tiny.builders(lambda seed: asked.append(("single", seed)) or _description(seed=seed))
+    single(2)
+    assert asked[-1] == ("single", 2)
+
+
+def test_described_marks_the_family_variant_seed_and_version_and_takes_the_flow_scheduler():
+    """``tiny.described``: the marker names the family (the demo file's package), the variant where there are
+    several, the seed and the file's version; the scheduler is flow matching, configured from the variant."""
+    from dit_lora.families.chroma.demo import DEMO
+
+    config = DEMO.read().variant("hd")
+    description = tiny.described(DEMO, "ChromaPipeline", 5, config, ("variant", "hd"), parts=())
+    assert description.pipeline == "diffusers:ChromaPipeline" and description.seed == 5
+    assert description.marker == {"kind": "chroma", "variant": "hd", "seed": 5, "version": DEMO.read().version}
+    assert description.scheduler == ("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"])
+    assert tiny.described(DEMO, "ChromaPipeline", 0, config, parts=()).marker == {
+        "kind": "chroma", "seed": 0, "version": DEMO.read().version}
