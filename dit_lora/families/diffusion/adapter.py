@@ -275,7 +275,10 @@ class KitCard:
                 "imports": [f"from dit_lora import load_adapter  # {pipeline} has no load_lora_weights\n"],
                 "load": f"load_adapter(pipe, {self.quote(repo_or_dir)}){self.load_comment}\n",
             }
-        fields = {"pipeline": pipeline, "quote": self.quote, **loads, **self.snippet_fields, **self.snippet_parts(cfg)}
+        parts = self.snippet_parts(cfg)
+        fields = {"pipeline": pipeline, "quote": self.quote, **loads, **self.snippet_fields, **parts}
+        # a family's imports come beside the kit's load_adapter import, never in its place
+        fields["imports"] = [*loads.get("imports", []), *parts.get("imports", [])]
         return Snippet(base=cfg.model.path, repo=repo_or_dir, call_args=self.call_args(cfg), **fields)
 
     def flow_rows(self, cfg: TrainConfig, shift: str | None = None, unset: str = "the scheduler's") -> dict[str, Any]:

@@ -8,8 +8,8 @@ in the run's dtype, :class:`~.components.DiffusionPrecision`), nothing set up pe
 (:class:`~.components.DiffusionSetup`) and the kit's adapter on ``info.pipeline_class_name``
 (:class:`~.adapter.KitAdapter`). Wiring: the loss takes the encoders,
 the samples take the encoders, the plan takes the encoders, the loss and the image buckets, and the model.
-:func:`folder_spec` goes one step further for a text-to-image family laid out as the kit lays families out: it finds
-each component in its conventional module, so the family's ``spec.py`` names only what its folder does not say.
+:func:`folder_spec` goes one step further for a family laid out as the kit lays families out: it finds each component
+in its conventional module, so the family's ``spec.py`` names only what its folder does not say.
 """
 
 from __future__ import annotations
@@ -213,14 +213,14 @@ def role_class(package: str, role: str) -> type:
 
 
 def folder_spec(name: str, info: FamilyInfo, package: str, **components: Any) -> FamilySpec:
-    """The spec of a text-conditioned diffusion family whose folder follows the kit's layout (ARCHITECTURE.md, "Adding
-    a family"): ``model.py``'s model class built with ``info`` and the module's ``PARTS``, ``encoders.py``'s encoders,
-    the loss, samples and plan classes of ``loss.py``, ``samples.py`` and ``plan.py``, ``adapter.py``'s card built
-    with ``info``, the captions' settings set up into ``state.py``'s ``run_state`` (:class:`TextSettingsSetup`) and
-    ``model.py``'s ``DEMO``. ``components`` add to these or replace them by name, as :func:`diffusion_spec` takes
-    them; a component the family names is not looked up."""
+    """The spec of a diffusion family whose folder follows the kit's layout (ARCHITECTURE.md, "Adding a family"):
+    ``model.py``'s model class built with ``info`` and the module's ``PARTS``, ``encoders.py``'s encoders, the loss,
+    samples and plan classes of ``loss.py``, ``samples.py`` and ``plan.py``, ``adapter.py``'s card built with
+    ``info``, the captions' settings set up into ``state.py``'s ``run_state`` (:class:`TextSettingsSetup`) and
+    ``model.py``'s ``DEMO`` (a class-conditional family states its own setup). ``components`` add to these or replace
+    them by name, as :func:`diffusion_spec` takes them; a component the family names is not looked up."""
     model_module = importlib.import_module(f"{package}.model")
-    encoders = components.pop("encoders", None) or role_class(package, "encoders")()
+    encoders = components.pop("encoders") if "encoders" in components else role_class(package, "encoders")()
     found: dict[str, Callable[[], Any]] = {
         "model": lambda: role_class(package, "model")(info, model_module.PARTS),
         "loss": lambda: role_class(package, "loss"),

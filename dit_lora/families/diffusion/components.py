@@ -543,6 +543,8 @@ class ShapesDemo:
             getattr(module, builder)(cfg.model.path, *variants, seed=0)
 
         if resolution_rule is not None:
+            if "check" in kwargs:
+                raise TypeError("ShapesDemo.tiny takes a resolution_rule or a check, not both")
             kwargs["check"] = lambda cfg: resolution_rule(cfg.data.resolution)
         return cls(build, **kwargs)
 

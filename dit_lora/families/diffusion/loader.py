@@ -120,14 +120,13 @@ def published_parts(
     if entry is None:
         raise KeyError(f"{example_id} is not catalogued: its pipeline's parts are read from the catalogue")
     index = entry.configs["model_index.json"]
+
+    def tokenizer_of(key: str) -> str | None:
+        name = key.replace("text_encoder", "tokenizer")
+        return name if (index.get(name) or [None, None])[1] else None
+
     encoders = tuple(
-        TextEncoder(
-            text_encoder_class or index[key][1],
-            subfolder=key,
-            tokenizer=key.replace("text_encoder", "tokenizer")
-            if key.replace("text_encoder", "tokenizer") in index
-            else None,
-        )
+        TextEncoder(text_encoder_class or index[key][1], subfolder=key, tokenizer=tokenizer_of(key))
         for key in sorted(index)
         if re.fullmatch(r"text_encoder(_\d+)?", key) and index[key][1]
     )

@@ -227,3 +227,12 @@ def test_flow_rows_name_the_density_and_an_unset_shift():
     assert card.flow_rows(cfg, "chroma_shift", unset="dynamic")["chroma_shift"] == "dynamic"
     shifted = TrainConfig.for_family("chroma", pretrained_model_name_or_path="m", chroma_shift=3.0)
     assert card.flow_rows(shifted, "chroma_shift")["chroma_shift"] == 3.0
+
+
+def test_a_cards_own_imports_come_beside_the_load_adapter_import():
+    class Imports(KitCard):
+        def snippet_parts(self, cfg):
+            return {"imports": ["from PIL import Image\n"]}
+
+    code = Imports(PEFT_INFO).usage_snippet(sana_cfg(), "me/x")
+    assert "from dit_lora import load_adapter" in code and "from PIL import Image\n" in code

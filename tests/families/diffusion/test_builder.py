@@ -13,7 +13,7 @@ from dit_lora.contract import capabilities as caps
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion import components as base
-from dit_lora.families.diffusion.adapter import KitAdapter
+from dit_lora.families.diffusion.adapter import KitAdapter, KitCard
 from dit_lora.families.diffusion.builder import AnyAspect, LatentGrid, PatchPoints, default_components, diffusion_spec
 
 INFO = FamilyInfo(pipeline_class_name="SanaPipeline")
@@ -213,10 +213,22 @@ def test_folder_spec_finds_each_part_in_its_module_and_a_stated_one_wins():
     assert spec.card.info is INFO and spec.demo is model.DEMO
     assert isinstance(spec.setup, TextSettingsSetup) and spec.setup.run_state is state.run_state
     assert spec.setup.encoders is spec.encoders and spec.loss.encoders is spec.encoders
-    data = base.DiffusionData()
-    stated = folder_spec("chroma", INFO, "dit_lora.families.chroma", data=data, notes=None, encoders=spec.encoders)
-    assert stated.data is data and stated.notes is None and stated.encoders is spec.encoders
-    assert type(spec.notes) is base.DiffusionNotes  # the kit's default, which None left out
+    data, encoders = base.DiffusionData(), type(spec.encoders)()
+    stated = folder_spec("chroma", INFO, "dit_lora.families.chroma", data=data, notes=None, encoders=encoders)
+    assert stated.data is data and stated.notes is None and type(spec.notes) is base.DiffusionNotes
+    # the stated encoders are the ones the loss, the samples, the plan and the setup are wired to
+    assert stated.encoders is encoders and stated.loss.encoders is encoders and stated.setup.encoders is encoders
+
+
+def test_folder_spec_looks_up_no_role_the_family_states(monkeypatch):
+    from dit_lora.families.chroma.spec import INFO
+    from dit_lora.families.diffusion import builder
+
+    looked_up, real = [], builder.role_class
+    monkeypatch.setattr(builder, "role_class", lambda package, role: looked_up.append(role) or real(package, role))
+    card = KitCard(INFO)
+    assert builder.folder_spec("chroma", INFO, "dit_lora.families.chroma", card=card).card is card
+    assert sorted(looked_up) == ["encoders", "loss", "model", "plan", "samples"]
 
 
 def test_role_class_refuses_a_module_with_none_or_several_in_one_sentence(tmp_path, monkeypatch):
@@ -226,7 +238,7 @@ def test_role_class_refuses_a_module_with_none_or_several_in_one_sentence(tmp_pa
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "loss.py").write_text("class ALoss:\n    pass\n\n\nclass BLoss:\n    pass\n")
-    (package / "plan.py").write_text("from fam_by_convention.loss import ALoss as ImportedLoss\n")
+    (package / "plan.py").write_text("from fam_by_convention.loss import ALoss as ImportedPlan\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(TypeError, match=r"one class whose name ends in 'Loss' \(found ALoss, BLoss\).*spec.py"):
         role_class("fam_by_convention", "loss")

@@ -471,3 +471,8 @@ def test_a_tiny_shapes_demo_calls_the_builder_it_finds_at_build_time_with_the_re
     with pytest.raises(UserError, match="33 is not divisible"):
         base.ShapesDemo.tiny(module, "build_tiny", refuse).prepare_demo(_cfg(tmp_path / "m", resolution=33))
     assert calls == []
+
+
+def test_a_tiny_shapes_demo_takes_a_resolution_rule_or_a_check_not_both():
+    with pytest.raises(TypeError, match="not both"):
+        base.ShapesDemo.tiny(object(), "build", lambda r: None, check=lambda cfg: None)
