@@ -5,24 +5,7 @@
 # results land in $OUT (at most 8 files come back: the log and seven JSONs).
 #   bash benchmarks/common/gpu_checks.sh            # wheels for what the machine lacks in .whl/ (benchmarks/RESULTS.md)
 set -u
-OUT=${OUT:-/tmp/gpu_checks}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 -c "import torch, diffusers, peft, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
-'diffusers', diffusers.__version__, 'peft', peft.__version__, 'transformers', transformers.__version__)"
-piece() {  # piece SECONDS NAME COMMAND...: run, time-boxed, and say how it ended
-  local limit=$1 name=$2; shift 2
-  local start=$SECONDS
-  echo "=== $name (limit ${limit}s)"
-  timeout --kill-after=5 "$limit" "$@"
-  echo "=== $name: exit $? after $((SECONDS - start))s"
-}
+source "$(dirname "$0")/gpu_env.sh" /tmp/gpu_checks
 piece 150 gpu-tests python3 -m pytest -q -n 0 -p no:cacheprovider -m gpu -rs --timeout 90 \
   tests/modeling/test_block_swap.py tests/modeling/test_activation_offload.py tests/modeling/test_cache_parking.py \
   tests/modeling/test_quantize.py tests/training/test_ema.py tests/kernels/test_attention.py \

@@ -5,25 +5,7 @@
 # (--quantize_base fp8_scaled). Results land in $OUT (the log, the demos' logs, two JSONs).
 #   bash benchmarks/common/gpu_family_checks.sh        # wheels the machine lacks in .whl/ (benchmarks/RESULTS.md)
 set -u
-OUT=${OUT:-/tmp/gpu_family_checks}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 -c "import torch, diffusers, peft, transformers, accelerate; print('torch', torch.__version__, 'cuda', \
-torch.version.cuda, 'diffusers', diffusers.__version__, 'peft', peft.__version__, 'transformers', \
-transformers.__version__, 'accelerate', accelerate.__version__)"
-piece() {  # piece SECONDS NAME COMMAND...: run, time-boxed, and say how it ended
-  local limit=$1 name=$2; shift 2
-  local start=$SECONDS
-  echo "=== $name (limit ${limit}s)"
-  timeout --kill-after=5 "$limit" "$@"
-  echo "=== $name: exit $? after $((SECONDS - start))s"
-}
+source "$(dirname "$0")/gpu_env.sh" /tmp/gpu_family_checks
 # the image has no PyAV, which the environment check requires and these image demos never call
 demo() {  # demo NAME RECIPE CONFIG: one demo on CUDA in its own folders, its log in $OUT/demos
   local start=$SECONDS
