@@ -14,8 +14,6 @@ from dit_lora.families.diffusion.demo_file import DemoFile
 DEMO = DemoFile(
     __name__, keys=("resolution", "transformer", "vae", "text_encoder", "scheduler"), what="tiny Chroma variant"
 )
-#: bump the file's version when the configs, the init or the tokenizers change: builds of another version are rebuilt
-TINY_CHROMA_VERSION = DEMO.read().version
 
 
 def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:

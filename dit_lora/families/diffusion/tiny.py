@@ -22,12 +22,15 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_gemma_tokenizer
+
+if TYPE_CHECKING:
+    from dit_lora.families.diffusion.demo_file import DemoFile
 
 __all__ = [
     "MARKER",
@@ -35,14 +38,19 @@ __all__ = [
     "TinyPipeline",
     "build_components",
     "build_pipeline",
+    "builders",
     "byte_level_bpe",
     "channel_statistics",
     "clip_statistics",
+    "clip_tokenizer",
+    "described",
     "instruction_tokenizer",
+    "measured_scaling",
     "module",
     "moving_square_clips",
     "padded_vocab",
     "qwen2_tokenizer",
+    "qwen3_vl",
     "resolve",
     "rewrite_json",
     "scaling_factor",
@@ -441,7 +449,7 @@ def builders(
 
 
 def described(
-    demo: Any,
+    demo: DemoFile,
     pipeline: str,
     seed: int,
     config: Mapping[str, Any],

@@ -16,8 +16,6 @@ DEMO = DemoFile(
     __name__, keys=("resolution", "transformer", "vae", "text_encoder", "text_encoder_2", "scheduler"),
     what="tiny FLUX.1 variant",
 )  # fmt: skip
-#: bump the file's version when the configs, the init or the tokenizers change: builds of another version are rebuilt
-TINY_FLUX_VERSION = DEMO.read().version
 
 
 def build_clip_tokenizer():
@@ -38,7 +36,7 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
     clip_ids = {"bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id", "pad_token_id": "pad_token_id"}
     t5_ids = {"pad_token_id": "pad_token_id", "eos_token_id": "eos_token_id", "decoder_start_token_id": "pad_token_id"}
     return tiny.described(
-        DEMO, f"{PIPELINES[variant]}", seed, config, ("variant", variant),
+        DEMO, PIPELINES[variant], seed, config, ("variant", variant),
         tokenizer=build_clip_tokenizer,
         tokenizers={"tokenizer_2": build_tiny_t5_tokenizer},
         parts=(

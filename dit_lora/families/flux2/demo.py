@@ -32,9 +32,6 @@ DEMO = DemoFile(
     shared=("scheduler",),
     what="tiny FLUX.2 variant",
 )
-#: bump the file's version whenever the configs, the init or the tokenizers change: cached builds of another
-#: version are rebuilt
-TINY_FLUX2_VERSION = DEMO.read().version
 _BF16 = torch.bfloat16
 
 #: the scheduler config the FLUX.2 repos ship (FLUX.1-dev's, per diffusers' ``convert_flux2_to_diffusers.py``)
@@ -134,6 +131,7 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
     )
 
 
-#: the tiny FLUX.2 pipeline: its components in memory and the pipeline written to a folder
-#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+#: the tiny Flux2Pipeline (``"dev"``) or Flux2KleinPipeline (``"klein"``, ``is_distilled`` false: a base model), the
+#: transformer and text encoder in bf16, the VAE in fp32: its components in memory and the pipeline written to a
+#: folder (:func:`~dit_lora.families.diffusion.tiny.builders`)
 build_tiny_flux2_components, build_tiny_flux2_pipeline = tiny.builders(_tiny, "dev")

@@ -21,8 +21,6 @@ DEMO = DemoFile(
     keys=("resolution", "transformer", "vae", "text", "vision", "tokenizer", "scheduler"),
     what="tiny Ideogram 4",
 )
-#: bump the file's version when the configs, the init or the tokenizer change: builds of another version are rebuilt
-TINY_IDEOGRAM4_VERSION = DEMO.read().version
 
 
 def build_tiny_ideogram4_tokenizer():

@@ -18,8 +18,6 @@ DEMO = DemoFile(
     keys=("resolution", "transformer", "text_encoder_select_layers", "vae", "text", "vision", "scheduler"),
     what="tiny Krea 2 variant",
 )
-#: bump the file's version when the configs, the init or the tokenizer change: builds of another version are rebuilt
-TINY_KREA2_VERSION = DEMO.read().version
 #: Qwen's chat and vision special tokens (Qwen3-VL's config names the vision ones)
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
            "<|video_pad|>")  # fmt: skip

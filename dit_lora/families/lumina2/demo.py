@@ -19,9 +19,6 @@ from dit_lora.families.diffusion.demo_file import DemoFile
 
 #: the tiny configs and their reasons: ``demo.json`` beside this module
 DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder", "scheduler"))
-#: bump the file's version when the configs, the init or the tokenizer change: builds with another version are
-#: rebuilt
-TINY_LUMINA2_VERSION = DEMO.read().version
 
 
 def get_tiny_lumina2_config() -> dict[str, Any]:

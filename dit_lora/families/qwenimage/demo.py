@@ -146,6 +146,7 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
     )
 
 
-#: the tiny Qwen-Image pipeline (edit, edit_plus: the Edit models'): its components in memory and the pipeline
-#: written to a folder (:func:`~dit_lora.families.diffusion.tiny.builders`)
+#: the tiny Qwen-Image pipeline (``"edit"``, ``"edit_plus"``: the Edit models', with their ``processor``), the
+#: transformer and text encoder in bf16, the VAE in fp32: its components in memory and the pipeline written to a
+#: folder (:func:`~dit_lora.families.diffusion.tiny.builders`)
 build_tiny_qwenimage_components, build_tiny_qwenimage_pipeline = tiny.builders(_tiny, "t2i")

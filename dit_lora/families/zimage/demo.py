@@ -22,9 +22,6 @@ from dit_lora.families.diffusion.demo_file import DemoFile
 
 #: the tiny configs and their reasons: ``demo.json`` beside this module
 DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder", "scheduler"))
-#: bump the file's version when the configs, the init or the tokenizer change: builds with another version are
-#: rebuilt
-TINY_ZIMAGE_VERSION = DEMO.read().version
 
 #: Qwen3's chat template, the part ZImagePipeline uses: one user turn, then the generation prompt; with
 #: ``enable_thinking`` false Qwen3 adds an empty think block (the pipeline passes true: nothing is added)
