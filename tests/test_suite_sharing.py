@@ -207,9 +207,17 @@ def test_what_a_fork_cannot_honour_runs_in_a_real_subprocess(light_pool, tmp_pat
     # the variables read when a run starts (and pytest's test name, another each test) are the fork's own
     again = run_script(script, ["ok"], cwd=tmp_path, env={"DIT_LORA_FAULT": "x", "PYTEST_CURRENT_TEST": "another"})
     assert _report(again)["ppid"] not in (os.getpid(), warm_ppid) and _report(again)["fault"] == "x"
-    # a variable read at import (here: any not in RUNTIME_ENV), DIT_LORA_TEST_FRESH, warm=False
-    for kwargs in ({"args": ["ok"], "env": {"OMP_NUM_THREADS": "7"}}, {"args": ["ok"], "warm": False}):
-        assert _report(run_script(script, cwd=tmp_path, **kwargs))["ppid"] == os.getpid(), kwargs
+    # a variable read at import (here: any not in RUNTIME_ENV): zygotes of that environment, up to the pool's limit
+    starts = {}
+    for threads in range(1, pool.max_groups + 1):
+        ppid = _report(run_script(script, ["ok"], cwd=tmp_path, env={"OMP_NUM_THREADS": str(threads)}))["ppid"]
+        starts[threads] = ppid
+    assert os.getpid() not in list(starts.values())[: pool.max_groups - 1]  # the first environment's and new ones'
+    assert len({z.env.get("OMP_NUM_THREADS") for z in pool.zygotes if z is not None}) == pool.max_groups
+    past = run_script(script, ["ok"], cwd=tmp_path, env={"OMP_NUM_THREADS": "99"})
+    assert _report(past)["ppid"] == os.getpid()  # past the limit: a real subprocess
+    # warm=False, DIT_LORA_TEST_FRESH
+    assert _report(run_script(script, ["ok"], cwd=tmp_path, warm=False))["ppid"] == os.getpid()
     monkeypatch.setenv("DIT_LORA_TEST_FRESH", "1")
     assert _report(run_script(script, ["ok"], cwd=tmp_path))["ppid"] == os.getpid()
 

@@ -16,12 +16,13 @@ from warm import run_ranks
 #: one rank: the LoRA'd tiny model under DDP, each rank its own batch; the fused loss's and the plain loss's
 #: gradients saved to ``<folder>/rank<RANK>.pt``
 WORKER = r"""
-import os, sys
+import os, sys, traceback
 import torch
 import torch.distributed as dist
 
 dist.init_process_group("gloo")  # env://: the group's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
 rank = dist.get_rank()
+code = 0
 try:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -52,8 +53,15 @@ try:
     plain.backward()
     ref = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
     torch.save((float(fused), float(plain), grads, ref), os.path.join(sys.argv[1], f"rank{rank}.pt"))
-finally:
-    dist.destroy_process_group()
+except BaseException:
+    traceback.print_exc()
+    code = 1
+# Out with os._exit, as dit-lora's own processes in a group leave (core/errors.py): freeing the DDP wrapper at the
+# interpreter's end destroys the gloo group while holding the GIL, and the group's worker thread, freeing its last
+# all-reduce, waits for the GIL: a deadlock (py-spy: ~ProcessGroupGloo joining runLoop in ~AsyncWork), about one
+# run in 40 on 2 busy cores.
+sys.stdout.flush(); sys.stderr.flush()
+os._exit(code)
 """
 
 

@@ -11,9 +11,10 @@ non-daemon threads joined, ``atexit`` functions run, the exit status (an uncaugh
 an uncaught KeyboardInterrupt: killed by SIGINT; ``os._exit`` and signals as in any process). Two zygotes take
 turns, so two runs in a row (a test comparing them) have different string hash seeds, as two fresh processes do.
 
-What a fork does not get fresh is what an interpreter decides once, at start or at import. So a run is a real
-subprocess when its environment differs from the zygote's in a variable outside :data:`RUNTIME_ENV` (those read when
-a run starts, not at import), or when ``DIT_LORA_TEST_FRESH=1`` is set (every run a real subprocess: the suite as it
+What a fork does not get fresh is what an interpreter decides once, at start or at import. So a run is forked only
+from zygotes started with its environment (outside :data:`RUNTIME_ENV`, the variables read when a run starts, not at
+import): each start environment gets its own two, up to :class:`Pool`'s limit; past it, or when
+``DIT_LORA_TEST_FRESH=1`` is set, a run is a real subprocess (every run a real subprocess: the suite as it
 ran before this module). And a run that resumes (``--resume_from_checkpoint``) is forked from the other zygote than
 the one whose run wrote its output folder: a resumed process never shares the writer's hash seed and memory layout,
 so a resume that depends on them (an order of names or objects from a set) fails here as it would for a user.
@@ -221,10 +222,12 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def _after_timeout(self, pids: list[int]) -> None:
-        """A run that outlived its timeout: its processes killed (those still there), the zygote's reply for them
-        read. A zygote that gives none is ended, so the pool starts a fresh one: never one whose replies are out of
-        step with its requests (a later run would read this run's reply, or time out waiting)."""
+    def _after_timeout(self, pids: list[int]) -> str:
+        """A run that outlived its timeout: where its processes are stuck (:func:`stacks`, returned), then they are
+        killed (those still there) and the zygote's reply for them read. A zygote that gives none is ended, so the pool
+        starts a fresh one: never one whose replies are out of step with its requests (a later run would read this
+        run's reply, or time out waiting)."""
+        where = stacks(pids)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
@@ -233,6 +236,7 @@ class Zygote:
         except (subprocess.TimeoutExpired, RuntimeError):
             self.proc.kill()
             self.proc.wait()
+        return where
 
     def run(self, argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
         """``argv`` (a script and its arguments) as a fork of this zygote; like ``subprocess.run(capture_output=True,
@@ -247,9 +251,9 @@ class Zygote:
             try:
                 done = self._reply(timeout)
             except subprocess.TimeoutExpired:
-                self._after_timeout([pid])
+                where = self._after_timeout([pid])
                 raise subprocess.TimeoutExpired(argv, timeout, out.read_text(errors="replace"),
-                                                err.read_text(errors="replace")) from None
+                                                err.read_text(errors="replace") + where) from None
             CPU["seconds"] += done["cpu"]
             return subprocess.CompletedProcess([sys.executable, *argv], os.waitstatus_to_exitcode(done["status"]),
                                                out.read_text(errors="replace"), err.read_text(errors="replace"))
@@ -292,10 +296,11 @@ class Zygote:
             try:
                 done = self._reply(timeout)
             except subprocess.TimeoutExpired:
-                self._after_timeout(pids)
+                where = self._after_timeout(pids)
                 raise subprocess.TimeoutExpired([argv for argv, _ in runs], timeout,
                                                 "".join(out.read_text(errors="replace") for out, _ in files),
-                                                "".join(err.read_text(errors="replace") for _, err in files)) from None
+                                                "".join(err.read_text(errors="replace") for _, err in files) + where
+                                                ) from None
             CPU["seconds"] += done["cpu"]
             return [subprocess.CompletedProcess([sys.executable, *argv], os.waitstatus_to_exitcode(status),
                                                 out.read_text(errors="replace"), err.read_text(errors="replace"))
@@ -311,6 +316,25 @@ class Zygote:
         Path(self.log).unlink(missing_ok=True)
 
 
+def stacks(pids: list[int]) -> str:
+    """Where each of ``pids`` is now, Python and native frames (``py-spy dump``, when installed beside this
+    interpreter or on PATH): what a run that timed out was waiting for, in the test's failure."""
+    import shutil
+
+    spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if spy is None:
+        return "\n[no py-spy installed: the stuck processes' stacks were not taken]\n"
+    found = []
+    for pid in pids:
+        try:
+            dump = subprocess.run([spy, "dump", "--native", "--pid", str(pid)], capture_output=True, text=True,
+                                  timeout=60)
+            found.append(f"\n--- pid {pid} when it timed out (py-spy dump --native):\n{dump.stdout}{dump.stderr}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            found.append(f"\n--- pid {pid}: no stack ({e})")
+    return "".join(found)
+
+
 def enabled() -> bool:
     """Whether runs may be forked at all (``DIT_LORA_TEST_FRESH=1`` says no)."""
     return os.environ.get("DIT_LORA_TEST_FRESH", "").lower() not in ("1", "true", "yes")
@@ -322,18 +346,32 @@ def same_start(env: dict[str, str], zygote_env: dict[str, str]) -> bool:
     return all(env.get(k) == zygote_env.get(k) for k in (set(env) | set(zygote_env)) - RUNTIME_ENV)
 
 
-class Pool:
-    """This process's zygotes (two, taking turns; a resume on the one that did not write its output folder), each
-    started the first time it is needed, both with the environment of the first run asked for (later runs whose start
-    differs from it are real subprocesses)."""
+class _Group:
+    """The zygotes of one start environment (two, taking turns) and which of them wrote each output folder."""
 
-    def __init__(self, size: int = 2, preload: str = PRELOAD) -> None:
-        self.size, self.preload = size, preload
+    def __init__(self, env: dict[str, str], size: int) -> None:
+        self.env = env
         self.zygotes: list[Zygote | None] = [None] * size
-        self.start_env: dict[str, str] | None = None
         self.turn = 0
         self.writers: dict[str, int] = {}  # output folder -> the zygote whose run wrote it last
+
+
+class Pool:
+    """This process's zygotes: for each start environment asked for (up to ``groups`` of them; a run of another is a
+    real subprocess), two taking turns, each started the first time it is needed with that environment (a resume on
+    the one that did not write its output folder). Why several: the launched runs (OMP_NUM_THREADS=1, the launch's
+    own variables) start with another environment than the plain ones, and a worker that met one kind first ran every
+    run of the other as a real subprocess, 10-20 s of imports each."""
+
+    def __init__(self, size: int = 2, preload: str = PRELOAD, groups: int = 3) -> None:
+        self.size, self.preload, self.max_groups = size, preload, groups
+        self.groups: list[_Group] = []
         self.lock = threading.Lock()
+
+    @property
+    def zygotes(self) -> list[Zygote | None]:
+        """Every zygote of every start environment, in the order they were set up (None: not started yet)."""
+        return [z for group in self.groups for z in group.zygotes]
 
     def run(self, argv: list[str], env: dict[str, str], cwd: Path, timeout: float):
         """The run as a fork of a zygote, or None when it must be a real subprocess."""
@@ -344,10 +382,10 @@ class Pool:
             picked = self._pick(argv, env, cwd)
             if picked is None:
                 return None
-            i, zygote, folder = picked
+            group, i, zygote, folder = picked
             done = zygote.run(argv, env, cwd, timeout)
             if folder and done.returncode != 2:  # 2: refused at the start (a user error), nothing written
-                self.writers[folder] = i
+                group.writers[folder] = i
             return done
 
     def run_group(self, runs: list[tuple[list[str], dict[str, str]]], start_env: dict[str, str], cwd: Path,
@@ -362,10 +400,10 @@ class Pool:
             picked = self._pick(runs[0][0], start_env, cwd)
             if picked is None:
                 return None
-            i, zygote, folder = picked
+            group, i, zygote, folder = picked
             done = zygote.run_group(runs, cwd, timeout, failure_timeout)
             if folder and all(d.returncode != 2 for d in done):
-                self.writers[folder] = i
+                group.writers[folder] = i
             return done
 
     def start(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path):
@@ -380,7 +418,7 @@ class Pool:
             if picked is None:
                 self.lock.release()
                 return None
-            i, zygote, folder = picked
+            group, i, zygote, folder = picked
             pid = zygote.start(argv, env, cwd, log)
         except BaseException:
             self.lock.release()
@@ -390,41 +428,48 @@ class Pool:
             try:
                 code = zygote.finish(pid, timeout)
                 if folder and code != 2:
-                    self.writers[folder] = i
+                    group.writers[folder] = i
                 return code
             finally:
                 self.lock.release()
         return zygote, pid, done
 
+    def _group(self, start_env: dict[str, str]) -> _Group | None:
+        """The zygotes of ``start_env``'s environment, set up on first use; None past :attr:`max_groups`."""
+        found = next((g for g in self.groups if same_start(start_env, g.env)), None)
+        if found is None and len(self.groups) < self.max_groups:
+            found = _Group({k: v for k, v in start_env.items() if k not in RUNTIME_ENV}, self.size)
+            self.groups.append(found)
+        return found
+
     def _pick(self, argv: list[str], start_env: dict[str, str], cwd: Path):
-        """(index, zygote, output folder) for a run of ``argv`` whose process would start with ``start_env``; None when
-        it cannot be forked. Called under the lock."""
+        """(group, index, zygote, output folder) for a run of ``argv`` whose process would start with ``start_env``;
+        None when it cannot be forked. Called under the lock."""
         out = _option(argv, "--output_dir")
         folder = str(Path(cwd, out).resolve()) if out else None
-        if self.start_env is None:
-            self.start_env = {k: v for k, v in start_env.items() if k not in RUNTIME_ENV}
-        if not same_start(start_env, self.start_env):
+        group = self._group(start_env)
+        if group is None:
             return None
-        i = self.turn
+        i = group.turn
         resume = _option(argv, RESUME_OPTION)
         if resume is not None:  # the checkpoint's folder: the output folder, or the one the path names
             written = folder if resume == "latest" else str(Path(cwd, resume).resolve().parent)
-            writer = self.writers.get(written) if written else None
+            writer = group.writers.get(written) if written else None
             if writer is not None:
                 if self.size < 2:
                     return None
                 i = (writer + 1) % self.size
-        zygote = self.zygotes[i]
+        zygote = group.zygotes[i]
         if zygote is None or not zygote.alive():
-            zygote = self.zygotes[i] = Zygote(self.start_env, self.preload)
-        self.turn = (i + 1) % self.size
-        return i, zygote, folder
+            zygote = group.zygotes[i] = Zygote(group.env, self.preload)
+        group.turn = (i + 1) % self.size
+        return group, i, zygote, folder
 
     def close(self) -> None:
         for zygote in self.zygotes:
             if zygote is not None:
                 zygote.close()
-        self.zygotes = [None] * self.size
+        self.groups = []
 
 
 def _option(argv: list[str], flag: str) -> str | None:
