@@ -244,7 +244,10 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log,
     """Predict the run's peak memory before anything loads; stop when it clearly exceeds the device's.
 
     ``engine``: the run's (DDP when None; FSDP2: the plan is one rank's: sharded weights and state, blocks parked at
-    load). A family the planner does not cover, or a plan that cannot be made, is a note, never a stop.
+    load). A family the planner does not cover, or a plan that cannot be made, is a note, never a stop. Called on
+    the main process only (:func:`_start`): every rank trains the same step, so the other ranks take its plan and its
+    verdict (a trace of a large model is seconds to minutes of host CPU, which N processes would spend N times on
+    the same cores, and the main process's device is the one measured).
     """
     device = accelerator.device
     engine = engine if engine is not None else make_engine(EngineChoice("ddp", ()))
@@ -324,7 +327,14 @@ def _start(checked: Checked) -> Run:
     check_compiler(cfg.performance.compile, accelerator.device.type)
     # before anything loads (the plan also checks backbone training)
     quantize.check_config(cfg, accelerator.device.type, spec)
-    plan = None if cfg.guards.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log, engine)
+    plan = None
+    if not cfg.guards.ignore_memory_plan:  # made once a launch, by the main process: every rank's is the same
+        plan = main_process_check(
+            accelerator,
+            lambda: _memory_plan(cfg, spec, accelerator, defaults, log, engine),
+            what="planning the run's memory",
+            share_result=True,
+        )
     hooks = Hooks.from_config(
         cfg.guards.inject_faults, accelerator.process_index, accelerator.device
     )  # fail before loading

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import resource
 import shutil
-import sys
 import time
 
 import pytest
@@ -68,16 +67,37 @@ def test_demo_config_trains_reloads_and_reports(tmp_path):
     # tests/conformance (test_the_card_snippet_runs_and_the_adapter_shows[sana]), on this config's shortened run.
 
 
+#: the Sana recipe, its planner counted: each call says which rank made it
+COUNTED_RECIPE = """
+import os, runpy, sys
+from dit_lora.training import run
+_make_plan = run.make_plan
+def _counted(*args, **kwargs):
+    print("planned on rank", os.environ.get("RANK"), flush=True)
+    return _make_plan(*args, **kwargs)
+run.make_plan = _counted
+sys.argv[0] = {recipe!r}
+runpy.run_path({recipe!r}, run_name="__main__")
+"""
+
+
 @pytest.mark.slow
 def test_two_process_gloo_run(tmp_path, tiny_sana, shapes_data):
+    """Two processes over gloo (accelerate's launcher); the memory plan is made once, by rank 0, and holds for both."""
+    from warm_launch import launch
+
     out = tmp_path / "out"
-    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+    options = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "bf16",
+               "--dynamo_backend", "no", "--main_process_port", str(free_port())]
     args = base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=4, checkpointing_steps=2,
-                     random_flip="true")
-    proc = run_recipe(args, launcher=launcher, env={"CUDA_VISIBLE_DEVICES": ""}, timeout=400, warm=True)
+                     random_flip="true", ignore_memory_plan="false")
+    script = tmp_path / "counted_sana.py"
+    script.write_text(COUNTED_RECIPE.format(recipe=str(ROOT / "recipes" / "sana_lora.py")))
+    proc = launch(options, script, args, env={"CUDA_VISIBLE_DEVICES": ""}, timeout=400, via="accelerate")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("planned on rank") == 1 and "planned on rank 0" in proc.stdout, proc.stdout
     summary = read_summary(out)
+    assert summary["memory_plan"] is not None and summary["memory_plan"]["family"] == "sana"
     assert summary["num_processes"] == 2 and summary["steps"] == 4
     assert summary["samples_seen"] == 4 * 4 * 2
     ckpt = out / "checkpoint-4"
