@@ -51,7 +51,11 @@ RUNTIME_ENV = frozenset({"DIT_LORA_FAULT", "DIT_LORA_SIGNAL", "DIT_LORA_SYNC_DEB
                          # its engine variables when the Accelerator's state is made (state.py, accelerator.py)
                          "HF_TOKEN", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED",
                          # read when CUDA starts, on first use (never here: a zygote refuses a CUDA made at import)
-                         "CUDA_VISIBLE_DEVICES"})
+                         "CUDA_VISIBLE_DEVICES",
+                         # read by inductor when it first needs its cache (cache_dir_utils.cache_dir), which also
+                         # writes it into os.environ: a worker gains it mid-suite, at its first compile or kernel
+                         # check, and every later run would have looked like another start environment
+                         "TORCHINDUCTOR_CACHE_DIR"})
 
 #: the option that makes a run a resume (see the module docstring)
 RESUME_OPTION = "--resume_from_checkpoint"
