@@ -129,9 +129,19 @@ def _module_dtype(module: torch.nn.Module) -> torch.dtype:
     return torch.float32
 
 
-def _lengths(device: torch.device) -> tuple[int, int]:
-    # seq_len % 128 == 64 with a mask is a known cuDNN NaN pattern; CPU keeps it short (cost < 1 s).
-    return (1088, 320) if device.type == "cuda" else (320, 192)
+#: on a CPU, the module width up to which the canary keeps its full lengths (a wider one gets fewer tokens)
+CPU_FULL_WIDTH = 1024
+
+
+def _lengths(device: torch.device, width: int = 0) -> tuple[int, int]:
+    """(queries, keys) of the canary's inputs. seq_len % 128 == 64 with a mask is a known cuDNN NaN pattern, so a GPU
+    gets it. A CPU has no such pattern and keeps the canary short (under about a second): 320 x 192 tokens for a
+    module up to CPU_FULL_WIDTH wide, fewer for a wider one, whose projections cost tokens x width^2 (a 5120-wide
+    Wan 14B block took 8 s of CPU at 320 tokens), never under 64 x 48 (the hot tokens, both masks' padding)."""
+    if device.type == "cuda":
+        return 1088, 320
+    shrink = min(1.0, (CPU_FULL_WIDTH / width) ** 2) if width > 0 else 1.0
+    return max(64, int(320 * shrink)), max(48, int(192 * shrink))
 
 
 def _finite(tensors) -> bool:
@@ -207,9 +217,9 @@ def _takes(module, argument: str) -> bool:
 
 def _test_module(name, module, proc_cls, device, dtype, seed) -> dict[str, Any]:
     """Forward + backward of one attention module on adversarial inputs (or its SDPA directly)."""
-    nq, nk = _lengths(device)
     work = _module_dtype(module)
     query_dim = int(getattr(module, "query_dim", 0) or module.to_q.in_features)
+    nq, nk = _lengths(device, query_dim)
     cross_dim = int(getattr(module, "cross_attention_dim", 0) or query_dim)
     heads = int(getattr(module, "heads", None) or getattr(module, "num_heads", None) or 1)  # Ideogram 4: num_heads
     inner = int(getattr(module, "inner_dim", 0) or query_dim)

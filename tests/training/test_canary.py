@@ -99,3 +99,21 @@ def test_each_tested_module_is_placed_for_its_test(sana_model):
     result = attention_canary(model, torch.device("cpu"), torch.bfloat16, place=place)
     assert result["ok"] and len(placed) == len(result["kinds"]) == 2
     assert all(getattr(m, "processor", None) is not None for m in placed)
+
+
+def test_on_a_cpu_a_wide_module_gets_fewer_tokens_and_a_narrow_one_all():
+    """A CPU keeps the canary short: a module up to CPU_FULL_WIDTH wide gets 320 tokens, a wider one fewer (its
+    projections cost tokens x width^2; a 5120-wide Wan block took 8 s at 320), never under 64 x 48; a GPU always gets
+    the cuDNN failure pattern's lengths."""
+    from diffusers.models.attention_processor import Attention
+
+    from dit_lora.training.canary import CPU_FULL_WIDTH, _lengths
+
+    wide = Attention(query_dim=2 * CPU_FULL_WIDTH, heads=16, dim_head=128)
+    narrow = Attention(query_dim=64, heads=2, dim_head=32)
+    for module, tokens in ((wide, "80 tokens"), (narrow, "320 tokens")):
+        result = attention_canary(module, "cpu", torch.bfloat16)
+        assert result["ok"] and result["kinds"][0]["cases"][0]["inputs"].startswith(tokens + ","), result
+    assert _lengths(torch.device("cpu"), 5120) == (64, 48)
+    assert _lengths(torch.device("cpu"), CPU_FULL_WIDTH) == _lengths(torch.device("cpu")) == (320, 192)
+    assert _lengths(torch.device("cuda"), 5120) == (1088, 320)
