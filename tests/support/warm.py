@@ -55,7 +55,10 @@ RUNTIME_ENV = frozenset({"DIT_LORA_FAULT", "DIT_LORA_SIGNAL", "DIT_LORA_SYNC_DEB
                          # read by inductor when it first needs its cache (cache_dir_utils.cache_dir), which also
                          # writes it into os.environ: a worker gains it mid-suite, at its first compile or kernel
                          # check, and every later run would have looked like another start environment
-                         "TORCHINDUCTOR_CACHE_DIR"})
+                         "TORCHINDUCTOR_CACHE_DIR",
+                         # the address inductor's C++ loader leaves in os.environ (codecache.py), set again by any
+                         # process before its own load reads it
+                         "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"})
 
 #: the option that makes a run a resume (see the module docstring)
 RESUME_OPTION = "--resume_from_checkpoint"
