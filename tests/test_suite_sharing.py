@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -228,9 +230,20 @@ def test_a_warm_run_past_its_timeout_is_killed_and_the_zygote_serves_the_next(li
 
     from warm import run_script
 
+    import shutil
+
+    from warm import start_script
+
     pool, script = light_pool
-    with pytest.raises(subprocess.TimeoutExpired):
+    with pytest.raises(subprocess.TimeoutExpired) as timed_out:
         run_script(script, ["sleep"], cwd=tmp_path, timeout=2)
+    # where it was stuck, in the failure: the script's own frame (py-spy), or why there is no stack
+    spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert ("probe.py" if spy else "no py-spy installed") in timed_out.value.stderr, timed_out.value.stderr
+    with start_script(script, ["sleep"], cwd=tmp_path) as started, pytest.raises(subprocess.TimeoutExpired) as late:
+        started.read_until("to stderr", timeout=30)
+        started.wait(1)
+    assert ("probe.py" if spy else "no py-spy installed") in late.value.stderr, late.value.stderr
     assert run_script(script, ["exit3"], cwd=tmp_path).returncode == 3
     assert run_script(script, ["exit3"], cwd=tmp_path).returncode == 3  # both zygotes still serve
 

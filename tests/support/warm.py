@@ -284,8 +284,8 @@ class Zygote:
         try:
             done = self._reply(timeout)
         except subprocess.TimeoutExpired:
-            self._after_timeout([pid])
-            raise
+            where = self._after_timeout([pid])
+            raise subprocess.TimeoutExpired(f"the started run {pid}", timeout, stderr=where) from None
         CPU["seconds"] += done["cpu"]
         return os.waitstatus_to_exitcode(done["status"])
 
