@@ -70,8 +70,10 @@ def decode_audio(
     span = round(duration * rate)
     first = round(start * rate)
     out = np.zeros((channels, span), dtype=np.float32)
+    opened = False
     try:
         with av.open(os.fspath(path)) as container:
+            opened = True
             if not container.streams.audio:
                 return None
             stream = container.streams.audio[0]
@@ -90,7 +92,9 @@ def decode_audio(
                     break
             pieces.extend(piece.to_ndarray() for piece in resampler.resample(None))
     except (av.FFmpegError, OSError, ValueError, EOFError) as err:
-        raise VideoDecodeError(f"its audio track cannot be decoded ({describe_error(err)})") from None
+        if opened:
+            raise VideoDecodeError(f"its audio track cannot be decoded ({describe_error(err)})") from None
+        raise VideoDecodeError(f"not a readable video ({describe_error(err)})") from None
     if position is None or not pieces:
         return ClipAudio(torch.from_numpy(out), rate, valid=0)
     track = np.concatenate(pieces, axis=-1)[:channels]

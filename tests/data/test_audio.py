@@ -105,8 +105,20 @@ def test_an_unreadable_file_is_named_as_such(tmp_path):
     bad.write_bytes(b"not a video at all")
     with pytest.raises(VideoDecodeError, match="not a readable video"):
         has_audio(bad)
-    with pytest.raises(VideoDecodeError, match="audio track cannot be decoded"):
+    with pytest.raises(VideoDecodeError, match="not a readable video"):
         decode_audio(bad, start=0.0, duration=1.0, rate=16000)
+
+
+def test_a_track_damaged_midway_is_named_as_the_audio_s(tmp_path):
+    """A readable file whose audio packets are zeroed midway: the error names the audio track, not the file."""
+    clip = write_clip(tmp_path / "tone.mp4", seconds=2.0)
+    data = bytearray(clip.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 4000] = bytes(4000)  # zeros over part of the interleaved packets
+    damaged = tmp_path / "damaged.mp4"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(VideoDecodeError, match="its audio track cannot be decoded"):
+        decode_audio(damaged, start=0.0, duration=2.0, rate=16000)
 
 
 def _reference_log_mel(wave: np.ndarray, rate: int, n_fft: int, hop: int, bins: int) -> np.ndarray:
