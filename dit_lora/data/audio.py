@@ -65,8 +65,10 @@ def decode_audio(
     """
     if duration <= 0 or rate <= 0:
         raise ValueError(f"duration and rate must be positive, got {duration} s at {rate} Hz")
+    if channels not in (1, 2):
+        raise ValueError(f"channels must be 1 (mono) or 2 (stereo), got {channels}")
     av = _av()
-    layout = {1: "mono", 2: "stereo"}[channels]
+    layout = "mono" if channels == 1 else "stereo"
     span = round(duration * rate)
     first = round(start * rate)
     out = np.zeros((channels, span), dtype=np.float32)
@@ -99,9 +101,10 @@ def decode_audio(
         return ClipAudio(torch.from_numpy(out), rate, valid=0)
     track = np.concatenate(pieces, axis=-1)[:channels]
     lo, hi = max(first, position), min(first + span, position + track.shape[-1])
-    if hi > lo:
-        out[:, lo - first : hi - first] = track[:, lo - position : hi - position]
-    return ClipAudio(torch.from_numpy(out), rate, valid=max(hi - lo, 0), first_valid=max(lo - first, 0))
+    if hi <= lo:  # the track ended before the span began (or starts after it): all silence
+        return ClipAudio(torch.from_numpy(out), rate, valid=0)
+    out[:, lo - first : hi - first] = track[:, lo - position : hi - position]
+    return ClipAudio(torch.from_numpy(out), rate, valid=hi - lo, first_valid=lo - first)
 
 
 def _video_origin(container) -> float:

@@ -90,6 +90,27 @@ def test_a_track_shorter_than_the_span_is_padded_and_says_how_much_was_sound(tmp
     assert torch.count_nonzero(got.waveform[:, got.valid + 100 :]) == 0
 
 
+def test_a_span_after_the_track_ended_is_all_silence_and_says_so(tmp_path):
+    clip = write_clip(tmp_path / "short.mp4", seconds=3.0, audio_seconds=1.0)
+    got = decode_audio(clip, start=2.0, duration=0.5, rate=16000)
+    assert got is not None and got.valid == 0 and got.first_valid == 0 and got.sound_fraction == 0.0
+    assert got.waveform.shape == (2, 8000) and torch.count_nonzero(got.waveform) == 0
+    # and a span before a late track starts: no sound, and no start of sound claimed past the span's end
+    late = write_clip(tmp_path / "late.mp4", seconds=3.0, audio_delay=2.0, audio_seconds=1.0)
+    got = decode_audio(late, start=0.0, duration=1.0, rate=16000)
+    assert got is not None and got.valid == 0 and got.first_valid == 0
+    assert torch.count_nonzero(got.waveform) == 0
+
+
+def test_bad_arguments_are_refused_before_the_file_is_opened(tmp_path):
+    missing = tmp_path / "never-opened.mp4"
+    for kwargs, words in (({"duration": 0.0}, "must be positive"), ({"rate": -1}, "must be positive"),
+                          ({"channels": 6}, "1 \\(mono\\) or 2 \\(stereo\\)")):
+        args = {"start": 0.0, "duration": 1.0, "rate": 16000, **kwargs}
+        with pytest.raises(ValueError, match=words):
+            decode_audio(missing, **args)
+
+
 def test_a_late_track_is_placed_on_the_video_clock(tmp_path):
     clip = write_clip(tmp_path / "late.mp4", audio_delay=0.5, audio_seconds=1.5)
     got = decode_audio(clip, start=0.0, duration=1.0, rate=16000)
