@@ -74,7 +74,8 @@ from dit_lora.output.report import load_pyplot
 from dit_lora.registry import available, get_spec
 load_pyplot()
 # transformers builds its checkpoint-conversion table (about 1,100 regular expressions compiled) at a process's first
-# from_pretrained or adapter injection: 0.1-0.2 s each run, built here once for every fork
+# from_pretrained or adapter injection (0.08 s in a fresh process; 83 CPU-s over a suite's forks, py-spy): built
+# here once for every fork
 from transformers.conversion_mapping import get_checkpoint_conversion_mapping
 get_checkpoint_conversion_mapping("llama")
 for _name in available():
