@@ -2,8 +2,9 @@
 
 :func:`write_video` encodes a list of frames (PIL images or ``(H, W, 3)`` uint8 arrays) as H.264
 (``libx264``) when this PyAV/FFmpeg build has that encoder, else MPEG-4 Part 2, always ``yuv420p``
-so ordinary players and browsers open the file. Encoding is single-threaded, so equal frames and
-settings give byte-identical files.
+so ordinary players and browsers open the file, and a sound track with them when given one (AAC, as players expect
+in an MP4: a model that generates audio with its video, LTX-2, has its clips written with their sound). Video
+encoding is single-threaded, so equal frames and settings give byte-identical video streams.
 """
 
 from __future__ import annotations
@@ -79,13 +80,16 @@ def write_video(
     fps: int = 8,
     crf: int = 18,
     faststart: bool = True,
+    audio: tuple[Any, int] | None = None,
 ) -> Path:
     """Encode ``frames`` to the MP4 file ``path`` at ``fps`` frames per second; return the path.
 
     ``frames``: PIL images or ``(H, W, 3)`` arrays (uint8, or floats in [0, 1]), all the same size,
     with even width and height (yuv420p halves the chroma planes). ``crf`` is libx264's quality
     (lower: better, 18 is visually lossless); the mpeg4 fallback uses a fixed 2 Mbit/s.
-    ``faststart`` puts the index first, as web-ready files have it.
+    ``faststart`` puts the index first, as web-ready files have it. ``audio``: ``(waveform, rate)``, the sound
+    written beside the frames as an AAC track starting with the first frame (``waveform``: ``(samples,)`` or
+    ``(channels, samples)`` floats in [-1, 1], one or two channels, an array or a tensor).
     """
     arrays = [_as_array(f) for f in frames]
     if not arrays:
@@ -95,15 +99,47 @@ def write_video(
         raise ValueError("all frames must have the same size")
     if height % 2 or width % 2:
         raise ValueError(f"width and height must be even for yuv420p, got {width}x{height}")
+    sound = None if audio is None else (_as_waveform(audio[0]), int(audio[1]))
+    if sound is not None and sound[1] <= 0:
+        raise ValueError(f"the audio's sample rate must be positive, got {sound[1]}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Atomically (a temporary file renamed over the path): a killed run leaves no half-written MP4, and a symbolic
     # link planted at the path is replaced, never written through.
-    atomic_write(path, lambda tmp: _encode(arrays, tmp, fps=fps, crf=crf, faststart=faststart))
+    atomic_write(path, lambda tmp: _encode(arrays, tmp, fps=fps, crf=crf, faststart=faststart, sound=sound))
     return path
 
 
-def _encode(arrays: list, path: Path, *, fps: int, crf: int, faststart: bool) -> None:
+def _as_waveform(waveform: Any) -> np.ndarray:
+    """A sound as a contiguous float32 ``(channels, samples)`` array in [-1, 1], one or two channels."""
+    if hasattr(waveform, "detach"):  # a torch tensor
+        waveform = waveform.detach().float().cpu().numpy()
+    wave = np.asarray(waveform, dtype=np.float32)
+    if wave.ndim == 1:
+        wave = wave[None]
+    if wave.ndim != 2 or wave.shape[0] not in (1, 2) or wave.shape[1] == 0:
+        raise ValueError(f"audio must be (samples,) or (channels, samples) with 1 or 2 channels, got {wave.shape}")
+    return np.ascontiguousarray(np.clip(wave, -1.0, 1.0))
+
+
+def _mux_audio(container, stream, wave: np.ndarray, rate: int) -> None:
+    """``wave`` into the AAC ``stream`` of ``container`` from time 0 (the first frame's), in frames of 1,024
+    samples."""
+    import av
+
+    for start in range(0, wave.shape[1], 1024):
+        chunk = np.ascontiguousarray(wave[:, start : start + 1024])
+        frame = av.AudioFrame.from_ndarray(chunk, format="fltp", layout=stream.layout.name)
+        frame.sample_rate, frame.pts = rate, start
+        for packet in stream.encode(frame):
+            container.mux(packet)
+    for packet in stream.encode():
+        container.mux(packet)
+
+
+def _encode(
+    arrays: list, path: Path, *, fps: int, crf: int, faststart: bool, sound: tuple[np.ndarray, int] | None = None
+) -> None:
     import av
 
     height, width = arrays[0].shape[:2]
@@ -120,8 +156,14 @@ def _encode(arrays: list, path: Path, *, fps: int, crf: int, faststart: bool) ->
             stream.options = {"crf": str(crf), "preset": "veryfast", "bframes": "0"}
         else:
             stream.codec_context.bit_rate = 2_000_000
+        sound_stream = None
+        if sound is not None:  # every stream is added before the first packet is muxed (the header is written then)
+            sound_stream = cast(av.AudioStream, container.add_stream("aac", rate=sound[1]))
+            sound_stream.layout = "mono" if sound[0].shape[0] == 1 else "stereo"
         for array in arrays:
             for packet in stream.encode(av.VideoFrame.from_ndarray(array, format="rgb24")):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
+        if sound is not None and sound_stream is not None:
+            _mux_audio(container, sound_stream, *sound)

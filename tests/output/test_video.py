@@ -10,7 +10,7 @@ from dit_lora.output.video import write_video
 
 
 def _frames(n: int = 4) -> list[np.ndarray]:
-    return [np.full((16, 24, 3), 40 * i, dtype=np.uint8) for i in range(n)]
+    return [np.full((16, 24, 3), 40 * i % 256, dtype=np.uint8) for i in range(n)]
 
 
 def test_a_planted_link_is_replaced_and_its_target_untouched(tmp_path):
@@ -53,3 +53,38 @@ def test_the_cards_video_lines_write_an_mp4_with_pyav_alone(tmp_path, monkeypatc
             stream = container.streams.video[0]
             frames = list(container.decode(stream))
             assert (len(frames), stream.width, stream.height) == (5, 48, 32) and stream.average_rate == rate
+
+
+def _peak_hz(wave: np.ndarray, rate: int) -> float:
+    spectrum = np.abs(np.fft.rfft(wave * np.hanning(len(wave))))
+    return float(np.argmax(spectrum)) * rate / len(wave)
+
+
+def test_a_sound_is_written_with_the_frames_and_decodes_back(tmp_path):
+    """A stereo tensor at 16 kHz comes back from the file (dit-lora's own decoder, data/audio.py) as the same tone
+    over the frames' span; a clip written without one has no audio stream."""
+    import torch
+
+    from dit_lora.data.audio import decode_audio, has_audio
+
+    rate, seconds = 16000, 2.0
+    t = torch.arange(int(rate * seconds)) / rate
+    tone = 0.5 * torch.sin(2 * torch.pi * 440.0 * t)
+    out = write_video(_frames(16), tmp_path / "with_sound.mp4", fps=8, audio=(torch.stack([tone, tone]), rate))
+    assert has_audio(out)
+    got = decode_audio(out, 0.25, 1.5, rate)
+    assert got is not None and got.sound_fraction == 1.0
+    assert abs(_peak_hz(got.waveform[0].numpy(), rate) - 440.0) < 2.0 and 0.3 < got.waveform.abs().max() < 0.6
+    mono = write_video(_frames(16), tmp_path / "mono.mp4", fps=8, audio=(tone.numpy(), rate))
+    assert decode_audio(mono, 0.0, 1.0, rate, channels=1).waveform.shape == (1, rate)
+    assert not has_audio(write_video(_frames(16), tmp_path / "silent.mp4", fps=8))
+
+
+def test_a_sound_of_another_shape_or_rate_is_refused_before_writing(tmp_path):
+    import pytest
+
+    for audio, match in (((np.zeros((3, 100)), 16000), "1 or 2 channels"), ((np.zeros((2, 0)), 16000), "got"),
+                         ((np.zeros(100), 0), "sample rate")):
+        with pytest.raises(ValueError, match=match):
+            write_video(_frames(), tmp_path / "x.mp4", fps=4, audio=audio)
+    assert not (tmp_path / "x.mp4").exists()

@@ -4,7 +4,9 @@
 libx264 when this PyAV build has it, else MPEG-4 Part 2) plus captions, either as
 ``metadata.jsonl`` (``{"file_name", "text"}``; ``layout="metadata"``) or as the CogVideoX /
 finetrainers ``prompts.txt`` + ``videos.txt`` pair (``layout="txt"``). Captions name colour and
-direction ("a red square moving left to right"). Everything is derived from ``seed``.
+direction ("a red square moving left to right"). Everything is derived from ``seed``. With ``sound`` the clips carry
+an AAC track, a sine whose pitch is the square's colour's (:data:`CLIP_TONES`), for the families that train a clip's
+sound with its frames; ``"mixed"`` leaves every second clip without one.
 
 :func:`write_corrupt_clip` and :func:`write_truncated_clip` make broken files for tests.
 """
@@ -26,6 +28,7 @@ from dit_lora.output.video import pick_video_codec, write_video
 __all__ = [
     "build_demo_clips",
     "CLIP_COLORS",
+    "CLIP_TONES",
     "DIRECTIONS",
     "make_moving_square_dataset",
     "pick_video_codec",
@@ -41,6 +44,10 @@ CLIP_COLORS: dict[str, tuple[int, int, int]] = {
     "yellow": (240, 220, 30),
 }
 DIRECTIONS = ("left to right", "right to left", "top to bottom", "bottom to top")
+#: each colour's pitch in Hz (a clip's sound says its colour, as its caption does)
+CLIP_TONES: dict[str, float] = {"red": 330.0, "green": 440.0, "blue": 550.0, "yellow": 660.0}
+#: what ``make_moving_square_dataset(sound=...)`` takes
+SOUNDS = ("none", "tones", "mixed")
 _BACKGROUND = (20, 20, 20)
 
 
@@ -70,8 +77,11 @@ def write_moving_square_clip(
     num_frames: int = 9,
     size: int = 64,
     fps: int = 8,
+    tone: float | None = None,
+    audio_rate: int = 16000,
 ) -> Path:
-    """Encode one ``size`` x ``size`` clip of ``num_frames`` frames at ``fps`` to ``path`` (MP4)."""
+    """Encode one ``size`` x ``size`` clip of ``num_frames`` frames at ``fps`` to ``path`` (MP4); with ``tone``, an
+    AAC track of a sine at ``tone`` Hz (amplitude 0.5, stereo, ``audio_rate``) over the frames' span."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     if size % 2:
@@ -79,7 +89,13 @@ def write_moving_square_clip(
     # crf 12 keeps the square's edges crisp; faststart puts the index (moov) first, as web-ready files
     # have it, so cutting the file short leaves a container that opens but breaks off mid-stream (a
     # realistic truncated download).
-    return write_video(_frames(CLIP_COLORS[color], direction, num_frames, size), path, fps=fps, crf=12, faststart=True)
+    audio = None
+    if tone is not None:
+        t = np.arange(round(num_frames / fps * audio_rate)) / audio_rate
+        wave = (0.5 * np.sin(2 * np.pi * tone * t)).astype(np.float32)
+        audio = (np.stack([wave, wave]), audio_rate)
+    frames = _frames(CLIP_COLORS[color], direction, num_frames, size)
+    return write_video(frames, path, fps=fps, crf=12, faststart=True, audio=audio)
 
 
 def make_moving_square_dataset(
@@ -90,8 +106,12 @@ def make_moving_square_dataset(
     fps: int = 8,
     seed: int = 0,
     layout: str = "metadata",
+    sound: str = "none",
 ) -> Path:
     """Write ``n`` moving-square clips and their captions into folder ``root`` (created if needed).
+
+    ``sound``: ``"none"`` (no audio track), ``"tones"`` (each clip its colour's tone, :data:`CLIP_TONES`) or
+    ``"mixed"`` (the tone on clips 0, 2, 4 ..., no track on the others).
 
     ``layout="metadata"`` writes ``metadata.jsonl`` (``file_name``, ``text``); ``layout="txt"``
     writes ``prompts.txt`` and ``videos.txt`` (one line per clip, paired by line). Colour and
@@ -101,20 +121,30 @@ def make_moving_square_dataset(
     """
     if layout not in ("metadata", "txt"):
         raise ValueError(f"layout must be 'metadata' or 'txt', got {layout!r}")
+    if sound not in SOUNDS:
+        raise ValueError(f"sound must be one of {SOUNDS}, got {sound!r}")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     rows = []
-    written: dict[tuple[str, str], Path] = {}
+    written: dict[tuple[str, str, bool], Path] = {}
     for i in range(n):
         color = rng.choice(sorted(CLIP_COLORS))
         direction = rng.choice(DIRECTIONS)
         name = f"clip_{i:05d}.mp4"
-        if (color, direction) in written:  # the same clip: the same bytes (libx264 is not bit-stable run to run)
-            shutil.copyfile(written[color, direction], root / name)
+        sounding = sound == "tones" or (sound == "mixed" and i % 2 == 0)
+        key = (color, direction, sounding)
+        if key in written:  # the same clip: the same bytes (libx264 is not bit-stable run to run)
+            shutil.copyfile(written[key], root / name)
         else:
-            written[color, direction] = write_moving_square_clip(
-                root / name, color=color, direction=direction, num_frames=num_frames, size=size, fps=fps
+            written[key] = write_moving_square_clip(
+                root / name,
+                color=color,
+                direction=direction,
+                num_frames=num_frames,
+                size=size,
+                fps=fps,
+                tone=CLIP_TONES[color] if sounding else None,
             )
         rows.append((name, f"a {color} square moving {direction}"))
     if layout == "metadata":

@@ -93,3 +93,28 @@ def test_build_demo_clips_builds_once_and_never_over_the_users_files(tmp_path):
     with pytest.raises(UserError, match="--train_data_dir"):
         build_demo_clips(mine, n=2, num_frames=5, size=32, fps=8)
     assert (mine / "notes.txt").read_text() == "mine"
+
+
+def test_mixed_sound_gives_every_second_clip_its_colours_tone(tmp_path):
+    """``sound="mixed"``: clips 0, 2, ... carry a tone at their colour's pitch over their frames' span, the others no
+    track; the frames and captions are those of ``sound="none"`` (the same draws)."""
+    from dit_lora.data.audio import decode_audio, has_audio
+    from dit_lora.data.synthetic.clips import CLIP_TONES
+
+    mixed = make_moving_square_dataset(tmp_path / "mixed", n=4, num_frames=16, fps=8, seed=3, sound="mixed")
+    plain = make_moving_square_dataset(tmp_path / "plain", n=4, num_frames=16, fps=8, seed=3)
+    rows = [json.loads(line) for line in (mixed / "metadata.jsonl").read_text().splitlines()]
+    assert (mixed / "metadata.jsonl").read_text() == (plain / "metadata.jsonl").read_text()
+    for i, row in enumerate(rows):
+        clip = mixed / row["file_name"]
+        assert has_audio(clip) == (i % 2 == 0)
+        if i % 2:
+            continue
+        color = row["text"].split()[1]
+        got = decode_audio(clip, 0.0, 2.0, 16000)
+        assert got is not None and got.sound_fraction > 0.95
+        wave = got.waveform[0, : got.valid].numpy()
+        peak = float(np.argmax(np.abs(np.fft.rfft(wave * np.hanning(len(wave)))))) * 16000 / len(wave)
+        assert abs(peak - CLIP_TONES[color]) < 3.0, (color, peak)
+    with pytest.raises(ValueError, match="sound must be one of"):
+        make_moving_square_dataset(tmp_path / "bad", n=1, sound="loud")
