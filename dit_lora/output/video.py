@@ -89,7 +89,8 @@ def write_video(
     (lower: better, 18 is visually lossless); the mpeg4 fallback uses a fixed 2 Mbit/s.
     ``faststart`` puts the index first, as web-ready files have it. ``audio``: ``(waveform, rate)``, the sound
     written beside the frames as an AAC track starting with the first frame (``waveform``: ``(samples,)`` or
-    ``(channels, samples)`` floats in [-1, 1], one or two channels, an array or a tensor).
+    ``(channels, samples)`` floats in [-1, 1], one or two channels, an array or a tensor; a louder sample is clipped
+    to full scale, as any encoder of a fixed-point format would).
     """
     arrays = [_as_array(f) for f in frames]
     if not arrays:

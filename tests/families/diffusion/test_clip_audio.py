@@ -18,6 +18,7 @@ from dit_lora.families.diffusion.clip_audio import (
     N_FFT,
     AudioGeometry,
     audio_entries,
+    encode_audio,
     masked_audio_mse,
     refuse_uniform,
     sound_mask,
@@ -141,3 +142,12 @@ def test_a_batch_without_sound_gives_zero_and_no_gradient():
     loss = masked_audio_mse(pred, torch.randn(2, 3, 4), torch.zeros(2, 3), torch.ones(2))
     loss.backward()
     assert loss.item() == 0.0 and pred.grad.eq(0).all()
+
+
+def test_a_span_longer_than_the_spectrogram_is_an_error_not_a_short_entry(vae):
+    """Asking more latent steps than the spectrogram gives raises (a cache entry shorter than its mask would
+    misalign the loss)."""
+    mel = torch.zeros(1, 2, 8, 16)  # 8 mel frames: 2 latent steps
+    assert encode_audio(vae, mel, 2).shape == (1, 2, 8)
+    with pytest.raises(ValueError, match="gave 2 latent steps for a span that needs 5"):
+        encode_audio(vae, mel, 5)
