@@ -282,6 +282,7 @@ def _check_data(args: argparse.Namespace) -> int:
     )
 
     # here, not at the top: `dit-lora --help` must start without torch (the resolve step loads it)
+    from dit_lora.contract import spec as fallback
     from dit_lora.data.cache import cache_namespace
     from dit_lora.setup.resolve import resolve
 
@@ -293,6 +294,8 @@ def _check_data(args: argparse.Namespace) -> int:
     media = spec.data.data_handler(cfg, spec)
     # The family's own screening, as training runs it (images, clips to their buckets, video-QA conversations).
     rows, samples, note = media.check(media.list_samples(), log=lambda line: print(line, flush=True))
+    for line in fallback.sample_notes(spec, cfg, samples):  # what the family says of them (LTX-2: clips without sound)
+        print(line, flush=True)
 
     # The cache: exactly the namespace a run would use when the model is known, else every namespace in
     # an explicitly given cache folder (entries are matched to samples by content, so others are ignored).

@@ -283,6 +283,13 @@ def inspect_samples(spec: FamilySpec, comps, cfg: TrainConfig, samples: list) ->
         spec.setup.inspect_samples(comps, cfg, samples)
 
 
+def sample_notes(spec: FamilySpec, cfg: TrainConfig, samples: list) -> list[str]:
+    """What the family says about the screened samples before it trains them (LTX-2: the clips without sound), the
+    same lines in the training log and in ``check-data``; none when its notes component says nothing of them."""
+    notes = getattr(getattr(spec, "notes", None), "sample_notes", None)  # a stand-in spec may have no notes
+    return list(notes(cfg, samples)) if notes is not None else []
+
+
 def requires_captions(spec: FamilySpec) -> bool:
     """Whether an empty caption makes a sample unusable (True without a captions component)."""
     return bool(spec.captions.requires_captions) if spec.captions else True

@@ -157,17 +157,23 @@ def make_moving_square_dataset(
     return root
 
 
-def build_demo_clips(folder: str | os.PathLike, *, n: int, num_frames: int, size: int, fps: int) -> None:
+def build_demo_clips(
+    folder: str | os.PathLike, *, n: int, num_frames: int, size: int, fps: int, sound: str = "none"
+) -> None:
     """Build (or keep) the moving-squares clips a video family's ``--demo`` trains on in ``folder``
     (``--train_data_dir``): atomically, with a marker naming what was built, never over the user's own files
-    (a folder that holds other data is refused in one paragraph)."""
+    (a folder that holds other data is refused in one paragraph). ``sound``: as :func:`make_moving_square_dataset`."""
     marker = {"kind": "moving_squares", "n": n, "num_frames": num_frames, "size": size, "fps": fps, "seed": 0}
+    if sound != "none":  # the marker of a silent set is unchanged: folders built before sound existed are kept
+        marker["sound"] = sound
     try:
         build_directory_atomically(
             folder,
             "dit_lora_clips.json",
             marker,
-            lambda tmp: make_moving_square_dataset(tmp, n=n, num_frames=num_frames, size=size, fps=fps, seed=0),
+            lambda tmp: make_moving_square_dataset(
+                tmp, n=n, num_frames=num_frames, size=size, fps=fps, seed=0, sound=sound
+            ),
         )
     except FileExistsError as err:
         raise UserError(f"--demo: {err}. Choose another --train_data_dir for the demo clips.")

@@ -175,7 +175,8 @@ class Snippet:
     to_comment: str = ""
     #: lines before the call
     before_call: str = ""
-    #: ``image`` (``.images[0]``) or ``video`` (``.frames[0]``)
+    #: ``image`` (``.images[0]``), ``video`` (``.frames[0]``) or ``result`` (the pipeline's whole output: LTX-2's
+    #: frames and sound)
     output: str = "image"
     #: the lines after the call (None: the image saved as ``sample.png``)
     tail: str | None = None
@@ -203,7 +204,7 @@ class Snippet:
         lines.append(self.before_call)
         lines.append(f"{self.output} = pipe(\n")
         lines.extend(f"    {arg}\n" for arg in self.call_args)
-        lines.append(f").{'images' if self.output == 'image' else 'frames'}[0]\n")
+        lines.append({"image": ").images[0]\n", "video": ").frames[0]\n"}.get(self.output, ")\n"))
         lines.append(self.tail if self.tail is not None else 'image.save("sample.png")\n')
         return "".join(lines)
 

@@ -52,12 +52,17 @@ if TYPE_CHECKING:
 
 
 # ---- the shared code ----------------------------------------------------------------------------
+#: the encoders a validation sample decodes with: the VAE, and the audio VAE of a family that makes sound (LTX-2)
+DECODERS = ("vae", "audio_vae")
+
+
 def release_encoders(comps: Components, keep_for_validation: bool) -> None:
-    """Drop every encoder after caching; keep the VAE, parked on the CPU, when validation decodes."""
-    vae = comps.encoders.get("vae")
+    """Drop every encoder after caching; keep the decoders (:data:`DECODERS`), parked on the CPU, when validation
+    decodes."""
+    decoders = {key: comps.encoders[key] for key in DECODERS if comps.encoders.get(key) is not None}
     comps.encoders.clear()
-    if keep_for_validation and vae is not None:
-        comps.encoders["vae"] = vae.to("cpu")
+    if keep_for_validation:
+        comps.encoders.update({key: module.to("cpu") for key, module in decoders.items()})
 
 
 def prepare_and_release(cfg: TrainConfig, spec, comps: Components, accelerator):

@@ -56,4 +56,6 @@ def test_demo_clips_have_the_longest_buckets_frames_and_only_with_a_folder(monke
     demo_clips(_cfg(None), video, 64, fps=16)
     assert made == []
     demo_clips(_cfg(str(tmp_path)), video, 64, fps=16)
-    assert made == [(str(tmp_path), {"n": 2, "num_frames": 17, "size": 64, "fps": 16})]
+    assert made == [(str(tmp_path), {"n": 2, "num_frames": 17, "size": 64, "fps": 16, "sound": "none"})]
+    demo_clips(_cfg(str(tmp_path)), video, 64, fps=24, sound="mixed")  # LTX-2's: a tone on every other clip
+    assert made[-1][1]["sound"] == "mixed" and made[-1][1]["fps"] == 24
