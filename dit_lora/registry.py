@@ -170,6 +170,7 @@ BUILT_IN = (
     "lumina2",
     "krea2",
     "ideogram4",
+    "ltx2",
 )
 
 _ENTRIES: list[FamilyEntry] = []

@@ -50,6 +50,7 @@ DEMO_OF = {
     "lodestones/Chroma1-HD": {},
     "Alpha-VLLM/Lumina-Image-2.0": {},
     "krea/Krea-2-Raw": {},
+    "Lightricks/LTX-2": {},
     "ideogram-ai/ideogram-v4": {},
     "Efficient-Large-Model/SANA-Video_2B_480p_diffusers": {},
 }

@@ -78,9 +78,16 @@ def test_lookup_reads_dotted_keys_and_transformers_5_text_config():
 
 
 def _diffusers_class(name: str):
+    """A diffusers class by its config's name: the top level's, else LTX-2's pipeline modules' (its text connectors
+    and vocoders live beside the pipeline, as ``model_index.json``'s ``ltx2`` library says)."""
     import diffusers
+    from diffusers.pipelines.ltx2 import connectors, vocoder
 
-    return getattr(diffusers, {"Transformer2DModel": "DiTTransformer2DModel"}.get(name, name))
+    name = {"Transformer2DModel": "DiTTransformer2DModel"}.get(name, name)
+    for module in (diffusers, connectors, vocoder):
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(f"diffusers has no class {name}")
 
 
 _BUILT: set[str] = set()

@@ -48,6 +48,7 @@ FAMILIES = {
     "lumina2": ("lumina2/demo.yaml", "tiny-lumina2", "shapes"),
     "krea2": ("krea2/demo.yaml", "tiny-krea2", "shapes"),
     "ideogram4": ("ideogram4/demo.yaml", "tiny-ideogram4", "shapes"),
+    "ltx2": ("ltx2/demo.yaml", "tiny-ltx2", "moving-squares-ltx2"),
     "llava_next_video": ("videollm/demo.yaml", "tiny-llava-next-video", "qa-clips/videochat2.json"),
     "sanavideo": ("sanavideo/demo.yaml", "tiny-sanavideo", "moving-squares-sanavideo"),
 }

@@ -1,0 +1,64 @@
+"""LTX-2's model card: the usage snippet (the clip and its sound written with diffusers' ``encode_video``), its rows
+and the license; the adapter is the kit's (:class:`~dit_lora.families.diffusion.adapter.KitAdapter`:
+``save_lora_weights`` of diffusers' ``LTX2LoraLoaderMixin``, the stock pipeline reloaded with the video VAE in fp32)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dit_lora.config import TrainConfig
+from dit_lora.data.frames import describe_buckets
+from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args
+from dit_lora.families.ltx2.encoders import max_sequence_length
+from dit_lora.families.ltx2.info import LTX2Task
+
+#: the VAE LTX-2 decodes in fp32 (the reloaded pipeline's and the snippet's)
+LTX2_VAE = "AutoencoderKLLTX2Video"
+
+
+class LTX2Card(KitCard):
+    """``FamilySpec.card``: the usage snippet, LTX-2's rows and the license of Lightricks' release."""
+
+    placeholder_prompt = "a video"
+
+    def __init__(self, task: LTX2Task) -> None:  # the task names the pipeline
+        self.task = task
+
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
+        """The stock pipeline with the video VAE in fp32, the adapter loaded, one clip with its sound at the trained
+        size and the model's frame rate."""
+        frames, height, width = self.task.video_buckets(cfg)[0]
+        fps = self.task.model_fps(cfg)
+        return Snippet(
+            pipeline=self.task.pipeline_class_name,
+            base=cfg.model.pretrained_model_name_or_path or "",  # set: the parser requires it
+            repo=repo_or_dir,
+            base_name="model_id",
+            vae=LTX2_VAE,
+            imports=["from diffusers.utils import encode_video  # PyAV: the frames and their sound\n"],
+            output="result",
+            call_args=[
+                f"prompt={self.prompt(cfg)},",
+                *max_sequence_length.snippet_args(cfg),
+                f"num_frames={frames}, height={height}, width={width}, frame_rate={fps:g},",
+                *image_call_args(cfg)[1:],
+            ],
+            tail=(
+                "video, audio = result.frames[0], result.audio[0]  # the frames and their sound\n"
+                f'encode_video(video, fps={fps:g}, output_path="sample.mp4", audio=audio.float().cpu(),\n'
+                "             audio_sample_rate=pipe.vocoder.config.output_sampling_rate)\n"
+            ),
+        )
+
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
+        """The buckets, the model, the sound and its loss weight, the caption length, the frame sampling."""
+        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
+        return {
+            "resolution": f"{buckets} (frames x height x width)",
+            "model": self.task.info(cfg).describe(),
+            "timesteps": "shifted, stretched logit-normal (Lightricks' LTX-2 trainer)",
+            "audio": cfg.family_options.audio,
+            "audio_loss_weight": cfg.family_options.audio_loss_weight,
+            "max_sequence_length": max_sequence_length(cfg),
+            "frame_sampling": cfg.video.frame_sampling,
+        }

@@ -1,0 +1,119 @@
+"""LTX-2's loss: the video and audio streams denoised together, as Lightricks' LTX-2 trainer trains them.
+
+Both streams are packed as ``LTX2Pipeline`` packs them (video ``(B, F' h w, C)``, audio ``(B, L, C M')``), noised to
+one sigma per clip (``x_t = (1 - sigma) x0 + sigma eps``), and the transformer predicts each stream's velocity
+``eps - x0`` from timestep ``1000 sigma`` (as the pipeline calls it: ``sigma`` and the cross-modal timesteps the
+same). Sigma is drawn as the LTX-2 trainer draws it (``timestep_samplers.py``, ``shifted_logit_normal``): a
+logit-normal whose mean moves with the video tokens (0.95 at 1,024 tokens, 2.05 at 4,096, linear), stretched
+between its 0.5th and 99.9th percentiles onto [0, 1] (values under 0.001 reflected), and one draw in ten uniform.
+
+The loss is the video MSE plus ``--audio_loss_weight`` times the audio MSE over the latent steps each clip's track
+covers (:func:`~dit_lora.families.diffusion.clip_audio.masked_audio_mse`: a clip without sound adds nothing). With
+``--audio off`` the audio stream is given pure noise at timestep 1000, the state generation starts from, and has no
+loss. The transformer places video tokens in time at each clip's own frame rate (its sound spans
+``frames / fps`` seconds); a batch of clips of several rates takes its first clip's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.config import TrainConfig
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.clip_audio import LATENTS, MASK, masked_audio_mse
+from dit_lora.families.diffusion.components import DiffusionLoss, to_device
+from dit_lora.families.ltx2.encoders import FPS
+from dit_lora.families.ltx2.info import TRAINED
+from dit_lora.families.ltx2.state import run_state
+from dit_lora.modeling.flow_matching import noisy_latents, velocity_target, weighted_mse
+
+#: the LTX-2 trainer's shift line (tokens, logit mean) and its stretch: percentiles, reflection, uniform share
+SHIFT_LINE = ((1024, 0.95), (4096, 2.05))
+UPPER, LOWER, EPS, UNIFORM = 3.0902, -2.5758, 1e-3, 0.1
+
+
+def shifted_logit_normal(batch: int, tokens: int, device, generator: torch.Generator | None, std: float = 1.0):
+    """One sigma per clip (float32 ``[batch]``), drawn as the LTX-2 trainer's ``ShiftedLogitNormalTimestepSampler``
+    draws it for ``tokens`` video tokens (module docstring)."""
+    (x1, y1), (x2, y2) = SHIFT_LINE
+    mu = y1 + (y2 - y1) * (tokens - x1) / (x2 - x1)
+    normal = torch.randn(batch, device=device, generator=generator) * std + mu
+    low = torch.sigmoid(torch.tensor(mu + LOWER * std, device=device))
+    high = torch.sigmoid(torch.tensor(mu + UPPER * std, device=device))
+    stretched = (torch.sigmoid(normal) - low) / (high - low)
+    stretched = torch.where(stretched >= EPS, stretched, 2 * EPS - stretched).clamp(0, 1)
+    uniform = (1 - EPS) * torch.rand(batch, device=device, generator=generator) + EPS
+    pick = torch.rand(batch, device=device, generator=generator)
+    return torch.where(pick > UNIFORM, stretched, uniform)
+
+
+def pack_video(latents: torch.Tensor) -> torch.Tensor:
+    """``(B, C, F', h, w)`` -> ``(B, F' h w, C)``: ``LTX2Pipeline._pack_latents`` at patch 1 (LTX-2's)."""
+    return latents.flatten(2).transpose(1, 2)
+
+
+class LTX2Loss(DiffusionLoss):
+    """``FamilySpec.loss``: the joint velocity MSE of one micro-batch (module docstring)."""
+
+    def prepare_batch(self, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
+        """The batch on ``device``, the clips' frame rate read first from the host copy (a float, no device read)."""
+        fps = batch.get(FPS)
+        rate = float(fps[0]) if isinstance(fps, torch.Tensor) and fps.numel() and float(fps[0]) > 0 else None
+        out = super().prepare_batch(comps, batch, device, cached) if not cached else to_device(batch, device)
+        out["fps"] = rate or float(TRAINED["fps"])
+        return out
+
+    def compute_loss(
+        self,
+        comps: Components,
+        model: torch.nn.Module,
+        batch: dict[str, Any],
+        generator: torch.Generator,
+        cfg: TrainConfig,
+    ) -> torch.Tensor:
+        """Noise and a sigma per clip, both streams' velocities predicted, the weighted sum of their MSEs."""
+        state = run_state(comps)
+        fps = float(batch.get("fps") or TRAINED["fps"])  # a plan's batch has no clips: the model's rate
+        latents = batch["latents"]
+        bsz, _, frames, height, width = latents.shape
+        video = pack_video(latents)
+        noise = torch.randn(video.shape, generator=generator, device=video.device, dtype=video.dtype)
+        sigmas = shifted_logit_normal(bsz, video.shape[1], video.device, generator).to(video.dtype)
+        sound = state.with_audio and LATENTS in batch
+        if sound:
+            audio = batch[LATENTS].to(video.dtype)
+        else:  # --audio off: the frames' span of pure noise at timestep 1000, the state generation starts from
+            seconds = ((frames - 1) * state.vae_temporal + 1) / fps
+            steps = max(1, round(seconds * (state.audio.latents_per_second if state.audio else 25.0)))
+            audio = video.new_zeros(bsz, steps, state.audio_width)
+        audio_noise = torch.randn(audio.shape, generator=generator, device=audio.device, dtype=audio.dtype)
+        audio_sigmas = sigmas if sound else torch.ones_like(sigmas)
+        dtype = batch["prompt_embeds"].dtype
+        timestep, audio_timestep = sigmas * 1000.0, audio_sigmas * 1000.0
+        pred, audio_pred = model(
+            hidden_states=noisy_latents(video, noise, sigmas).to(dtype),
+            audio_hidden_states=noisy_latents(audio, audio_noise, audio_sigmas).to(dtype),
+            encoder_hidden_states=batch["prompt_embeds"],
+            audio_encoder_hidden_states=batch["audio_prompt_embeds"],
+            encoder_attention_mask=batch["prompt_attention_mask"],
+            audio_encoder_attention_mask=batch["prompt_attention_mask"],
+            timestep=timestep,
+            audio_timestep=audio_timestep,
+            sigma=timestep,
+            audio_sigma=audio_timestep,
+            num_frames=frames,
+            height=height,
+            width=width,
+            fps=fps,
+            audio_num_frames=audio.shape[1],
+            use_cross_timestep=True,
+            return_dict=False,
+        )
+        ones = torch.ones_like(sigmas, dtype=torch.float32)
+        loss = weighted_mse(pred, velocity_target(video, noise), ones)
+        if not sound:
+            return loss
+        audio_loss = masked_audio_mse(audio_pred, velocity_target(audio, audio_noise), batch[MASK], ones)
+        return loss + cfg.family_options.audio_loss_weight * audio_loss

@@ -1,0 +1,62 @@
+"""LTX-2's memory plan: transformer, video VAE, Gemma-3, audio VAE and text connectors on the meta device; clips of
+the worst bucket with their sound and the connectors' caption embeddings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.config import TrainConfig
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.clip_audio import LATENTS, MASK
+from dit_lora.families.diffusion.loader import plan_parts
+from dit_lora.families.diffusion.video_sizes import ClipPlan
+from dit_lora.families.ltx2.encoders import FPS, max_sequence_length
+from dit_lora.families.ltx2.info import TRAINED
+from dit_lora.families.ltx2.model import PARTS, make_components
+from dit_lora.families.ltx2.state import run_state
+from dit_lora.plan.fake import diffusers_on_meta
+
+
+class LTX2Plan(ClipPlan):
+    """``FamilySpec.plan``: the loaded parts on the meta device; clips of the worst bucket and their sound."""
+
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+        """What :meth:`LTX2Model.load_components` loads, from the configs ``read`` returns."""
+        from diffusers import AutoencoderKLLTX2Audio
+        from diffusers.pipelines.ltx2 import LTX2TextConnectors
+
+        loaded = plan_parts(PARTS, cfg, read, depth)
+        extra = {
+            "audio_vae": diffusers_on_meta(AutoencoderKLLTX2Audio, read("audio_vae", "config.json"), torch.float32),
+            "connectors": diffusers_on_meta(LTX2TextConnectors, read("connectors", "config.json"), cfg.weight_dtype),
+        }
+        comps = make_components(
+            cfg, loaded.transformer, loaded.vae, loaded.text_encoder, extra, loaded.scheduler_config, None
+        )
+        comps.state.text = max_sequence_length.settings(cfg)
+        return comps
+
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, Any]:
+        """The connectors' caption embeddings at the run's caption length, their mask, the clips' frame rate and,
+        with ``--audio on``, the sound of the longest span the worst bucket's frames cover at the model's rate."""
+        state = run_state(comps)
+        length = max_sequence_length(cfg)
+        fps = float(TRAINED["fps"])  # the pipeline's rate: the plan's clips are the default size's
+        connectors = comps.encoders["connectors"].config
+        video = connectors.video_connector_num_attention_heads * connectors.video_connector_attention_head_dim
+        audio = connectors.audio_connector_num_attention_heads * connectors.audio_connector_attention_head_dim
+        out = {
+            "prompt_embeds": torch.empty(batch_size, length, video, dtype=cfg.weight_dtype),
+            "audio_prompt_embeds": torch.empty(batch_size, length, audio, dtype=cfg.weight_dtype),
+            "prompt_attention_mask": torch.ones(batch_size, length, dtype=torch.long),
+            FPS: torch.full((batch_size,), fps),
+            "fps": fps,
+        }
+        if state.with_audio and state.audio is not None:
+            frames = max(b[0] for b in self.task.video_buckets(cfg))
+            steps = state.audio.latent_frames(frames / fps)
+            out[LATENTS] = torch.empty(batch_size, steps, state.audio_width)
+            out[MASK] = torch.ones(batch_size, steps)
+        return out

@@ -1,0 +1,148 @@
+"""families/ltx2/loss.py: the sigma density is the LTX-2 trainer's, video tokens are packed as the pipeline packs
+them, the joint loss is the video MSE plus the weighted audio MSE over the sounding steps, and a clip without sound
+(or ``--audio off``) gives the audio stream's LoRA no gradient."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from ltx2_configs import ltx2_cfg
+
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.families.ltx2.loss import LTX2Loss, pack_video, shifted_logit_normal
+from dit_lora.families.ltx2.model import make_components
+
+
+def test_sigmas_follow_the_trainers_stretched_shifted_logit_normal():
+    draws = shifted_logit_normal(200_000, 1024, "cpu", torch.Generator().manual_seed(0))
+    assert draws.min() >= 0 and draws.max() <= 1
+    mu = 0.95  # at 1,024 tokens; the stretch maps the 0.5th percentile to 0 and the 99.9th to 1
+    low, high = (1 / (1 + math.exp(-(mu + z))) for z in (-2.5758, 3.0902))
+    normal = torch.sigmoid(torch.randn(200_000, generator=torch.Generator().manual_seed(1)) + mu)
+    expected = ((normal - low) / (high - low)).clamp(0, 1)
+    assert abs(draws.median() - (0.9 * expected.median() + 0.1 * 0.5)) < 0.02  # nine in ten stretched, one uniform
+    longer = shifted_logit_normal(200_000, 4096, "cpu", torch.Generator().manual_seed(0))
+    assert longer.mean() > draws.mean()  # more tokens: noisier draws (mean 2.05)
+    again = shifted_logit_normal(8, 1024, "cpu", torch.Generator().manual_seed(3))
+    assert torch.equal(again, shifted_logit_normal(8, 1024, "cpu", torch.Generator().manual_seed(3)))
+
+
+def test_video_tokens_are_the_pipelines():
+    from diffusers import LTX2Pipeline
+
+    latents = torch.randn(2, 8, 3, 4, 6)
+    assert torch.equal(pack_video(latents), LTX2Pipeline._pack_latents(latents, 1, 1))
+
+
+def _setup(tiny, **values):
+    extra = {"audio_vae": tiny["audio_vae"], "connectors": tiny["connectors"]}
+    cfg = ltx2_cfg("x", **values)
+    comps = make_components(cfg, tiny["transformer"], tiny["vae"], tiny["text_encoder"], extra, {}, "cpu")
+    comps.state.text = TextSettings(max_sequence_length=16)
+    gen = torch.Generator().manual_seed(0)
+    batch = {
+        "latents": torch.randn(2, 8, 3, 8, 8, generator=gen),
+        "prompt_embeds": torch.randn(2, 16, 32, generator=gen),
+        "audio_prompt_embeds": torch.randn(2, 16, 32, generator=gen),
+        "prompt_attention_mask": torch.ones(2, 16, dtype=torch.long),
+        "audio_latents": torch.randn(2, 9, 8, generator=gen),
+        "audio_mask": torch.tensor([[1.0] * 9, [0.0] * 9]),
+        "fps": 24.0,
+    }
+    return cfg, comps, batch
+
+
+def _audio_lora(model):
+    from peft import LoraConfig, inject_adapter_in_model
+
+    inject_adapter_in_model(LoraConfig(r=4, lora_alpha=4, target_modules=["audio_attn1.to_q"], init_lora_weights=False),
+                            model)
+    return [p for n, p in model.named_parameters() if "lora" in n]
+
+
+def test_a_clip_without_sound_does_not_push_the_audio_stream(tiny):
+    """The audio stream's LoRA still reaches the video through the streams' cross-attention, so a silent batch's
+    gradient is the video part's alone: the same as with the audio weight at 0; a batch with sound differs."""
+    import copy
+
+    _, comps, batch = _setup(tiny)
+    model = copy.deepcopy(tiny["transformer"])
+    lora = _audio_lora(model)
+    silent = {**batch, "audio_mask": torch.zeros(2, 9)}
+
+    def grads(b, weight):
+        model.zero_grad()
+        cfg = ltx2_cfg("x", audio_loss_weight=weight)
+        LTX2Loss(None).compute_loss(comps, model, b, torch.Generator().manual_seed(0), cfg).backward()
+        return torch.cat([p.grad.flatten() for p in lora])
+
+    video_part = grads(batch, 0.0)
+    assert torch.equal(grads(silent, 1.0), video_part)
+    assert not torch.allclose(grads(batch, 1.0), video_part)
+
+
+@pytest.mark.parametrize("weight", [0.0, 2.5])
+def test_the_joint_loss_is_the_video_part_plus_the_weighted_audio_part(tiny, weight):
+    cfg, comps, batch = _setup(tiny)
+    model, loss = tiny["transformer"], LTX2Loss(None)
+    assert cfg.family_options.audio_loss_weight == 1.0
+    seed = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    with torch.no_grad():
+        video_only = loss.compute_loss(comps, model, {**batch, "audio_mask": torch.zeros(2, 9)}, seed(), cfg)
+        one = loss.compute_loss(comps, model, batch, seed(), ltx2_cfg("x", audio_loss_weight=1.0))
+        weighted = loss.compute_loss(comps, model, batch, seed(), ltx2_cfg("x", audio_loss_weight=weight))
+    torch.testing.assert_close(weighted, video_only + weight * (one - video_only))
+
+
+def test_audio_off_gives_the_audio_stream_noise_and_no_loss(tiny):
+    cfg, comps, batch = _setup(tiny, audio="off")
+    batch = {k: v for k, v in batch.items() if not k.startswith("audio_latents") and k != "audio_mask"}
+    with torch.no_grad():
+        value = LTX2Loss(None).compute_loss(comps, tiny["transformer"], batch, torch.Generator().manual_seed(0), cfg)
+    assert torch.isfinite(value) and value.ndim == 0
+
+
+def test_a_lora_trained_on_a_tone_learns_its_sound(tiny, tmp_path):
+    """The audio part of the loss on a clip with a tone (encoded from a real track, as the cache holds it) falls as a
+    LoRA on both streams trains on it, measured at fixed noise draws before and after."""
+    import copy
+    from types import SimpleNamespace
+
+    from audio_clips import write_clip
+    from peft import LoraConfig, inject_adapter_in_model
+
+    from dit_lora.families.ltx2.encoders import LTX2Encoders
+
+    cfg, comps, batch = _setup(tiny)
+    comps.encoders["tokenizer"] = tiny["tokenizer"]
+    clip = write_clip(tmp_path / "tone.mp4", seconds=1.0, fps=24, tone=440.0)
+    sample = SimpleNamespace(path=clip, caption="a red square", bucket=(9, 64, 64), source_fps=24.0, is_image=False)
+    sound = LTX2Encoders().encode_samples(comps, [sample])
+    batch = {**{k: v[:1] for k, v in batch.items() if k != "fps"}, "fps": 24.0,
+             "audio_latents": sound["audio_latents"], "audio_mask": sound["audio_mask"]}
+    loss = LTX2Loss(None)
+    held = range(1000, 1016)
+
+    def audio_part(model):
+        with torch.no_grad():
+            return sum(float(loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(s), cfg)
+                             - loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(s),
+                                                 ltx2_cfg("x", audio_loss_weight=0.0))) for s in held)
+
+    def trained(weight):
+        model = copy.deepcopy(tiny["transformer"])
+        inject_adapter_in_model(LoraConfig(r=8, lora_alpha=8, target_modules=["to_q", "to_k", "to_v", "to_out.0"]),
+                                model)
+        optimizer = torch.optim.AdamW([p for n, p in model.named_parameters() if "lora" in n], lr=1e-2)
+        for step in range(80):
+            optimizer.zero_grad()
+            run = ltx2_cfg("x", audio_loss_weight=weight)
+            loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(step), run).backward()
+            optimizer.step()
+        return audio_part(model)
+
+    before, joint, video_only = audio_part(tiny["transformer"]), trained(1.0), trained(0.0)
+    # it learns the sound: the audio part falls, and only the joint loss makes it fall that far
+    assert joint < 0.9 * before and joint < video_only, (before, joint, video_only)
