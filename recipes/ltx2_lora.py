@@ -1,7 +1,9 @@
 #!/usr/bin/env python
-"""LoRA fine-tuning of LTX-2, text-to-video with its sound (LTX2Pipeline, --family ltx2; Lightricks/LTX-2).
+"""LoRA fine-tuning of LTX-2 with its sound: text-to-video (LTX2Pipeline, --family ltx2, the default) and image-to-video
+(LTX2ImageToVideoPipeline, --family ltx2_i2v), from one checkpoint (Lightricks/LTX-2).
 
     dit-lora launch recipes/ltx2_lora.py --config recipes/configs/ltx2/demo.yaml
+    dit-lora launch recipes/ltx2_lora.py --config recipes/configs/ltx2/i2v_demo.yaml
     python recipes/ltx2_lora.py --pretrained_model_name_or_path Lightricks/LTX-2 --train_data_dir ./my_clips
 
 Every option (the family's and the common ones): `python recipes/ltx2_lora.py --help`.
@@ -10,4 +12,4 @@ Every option (the family's and the common ones): `python recipes/ltx2_lora.py --
 from dit_lora.commands.recipe import main
 
 if __name__ == "__main__":
-    main("ltx2")
+    main("ltx2")  # also trains ltx2_i2v: every name of its registry entry

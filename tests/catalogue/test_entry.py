@@ -79,8 +79,11 @@ def test_wan_ti2v_5b_is_one_entry_for_wan_and_wan_i2v(tmp_path):
     assert ti2v.families == ("wan", "wan_i2v")
     assert [e.hub_id for e in entries()].count(hub_id) == 1
     assert ti2v in entries("wan") and ti2v in entries("wan_i2v")
-    sana_video = by_hub_id("Efficient-Large-Model/SANA-Video_2B_480p_diffusers")  # text- and image-to-video too
-    assert all(e.families == (e.family,) for e in entries() if e not in (ti2v, sana_video))  # the two serving two
+    # text- and image-to-video too: SANA-Video's and LTX-2's checkpoints
+    both = [by_hub_id(i) for i in ("Efficient-Large-Model/SANA-Video_2B_480p_diffusers", "Lightricks/LTX-2",
+                                   "diffusers/LTX-2.3-Diffusers")]
+    assert all(e.families == (e.family,) for e in entries() if e not in (ti2v, *both))  # those serving two
+    assert all(len(e.families) == 2 for e in both)
     for family in ti2v.families:
         assert match(family, reader(ti2v.configs)) is ti2v
     # the 2.1 T2V 1.3B is text-to-video only: wan_i2v does not get it

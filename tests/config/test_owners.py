@@ -39,7 +39,7 @@ def test_the_split_moves_single_family_options_out_of_the_common_ones():
                                          "krea2", "ideogram4"}
     # one shared group, one meaning: the conditioning image of validation samples
     assert set(owners("validation_image")) == {"cogvideox_i2v", "wan_i2v", "qwenimage_edit", "qwenimage_edit_plus",
-                                               "sanavideo_i2v", "flux_kontext"}
+                                               "sanavideo_i2v", "flux_kontext", "ltx2_i2v"}
     assert owners("cond_image_column") == ["flux_kontext"] and owners("flux_shift") == ["flux", "flux_kontext"]
     assert owners("wan_expert") == ["wan", "wan_i2v"]
     assert owners("complex_human_instruction") == ["sana", "sanavideo", "sanavideo_i2v"] and owners("rank") == []

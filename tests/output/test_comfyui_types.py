@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from dit_lora.core.errors import UserError
 from dit_lora.families.flux2 import comfyui as flux2
+from dit_lora.families.ltx2.comfyui import EXPORTS as LTX2_EXPORTS
 from dit_lora.families.lumina2.comfyui import EXPORT as LUMINA2_EXPORT
 from dit_lora.families.qwenimage.comfyui import EXPORTS as QWEN_EXPORTS
 from dit_lora.families.wan import comfyui as wan
@@ -45,7 +46,15 @@ COMFY_TENSORS = {
 #: swap_scale_shift). Lumina2 (Z-Image): ``transformer.<key>`` of ``z_image_to_diffusers``. QwenImage:
 #: ``transformer.<weight>`` of comfy/ldm/qwen_image/model.py (diffusers' names). Lumina2 (Lumina-Image 2.0, commit
 #: a125cd84): only the generic names of comfy/ldm/lumina/model.py NextDiT (q/k/v fused in ``attention.qkv``).
+#: LTXAV (LTX-2; comfy/ldm/lightricks/av_model.py BasicAVTransformerBlock, model.py CrossAttention, 2026): only the
+#: generic ``diffusion_model.<weight>`` of Lightricks' names (patchify_proj, adaln_single, av_ca_*_adaln_single).
 COMFY_KEYS = {
+    "ltx2": re.compile(
+        r"^diffusion_model\.(transformer_blocks\.\d+\.((attn[12]|audio_attn[12]|audio_to_video_attn|video_to_audio_attn)"
+        r"\.(to_[qkv]|to_out\.0|to_gate_logits)|(ff|audio_ff)\.net\.(0\.proj|2))|(audio_)?(patchify_proj|proj_out)"
+        r"|(audio_)?caption_projection\.linear_[12]|((audio_)?(prompt_)?adaln_single|av_ca_(video_scale_shift|a2v_gate"
+        r"|audio_scale_shift|v2a_gate)_adaln_single)\.(linear|emb\.timestep_embedder\.linear_[12]))$"
+    ),
     "lumina2": re.compile(
         r"^diffusion_model\.((layers|noise_refiner|context_refiner)\.\d+\.(attention\.(qkv|out)|feed_forward\.w[123]"
         r"|adaLN_modulation\.1)|x_embedder|cap_embedder\.1|t_embedder\.mlp\.[02]|final_layer\.(adaLN_modulation\.1|linear))$"
@@ -73,6 +82,7 @@ COMFY_KEYS = {
     ),
 }
 CONVERT = {
+    "ltx2": LTX2_EXPORTS.comfyui_state,
     "lumina2": LUMINA2_EXPORT.comfyui_state,
     "wan": wan.comfyui_state,
     "flux2": flux2.EXPORT.comfyui_state,
@@ -95,7 +105,10 @@ def _tiny(family: str) -> torch.nn.Module:
     """The family's tiny transformer on the meta device (only its module names and shapes are used)."""
     import diffusers
 
+    from dit_lora.families.ltx2.demo import DEMO as LTX2_DEMO
+
     configs = {
+        "ltx2": ("LTX2VideoTransformer3DModel", {**LTX2_DEMO.read().value("transformer"), "num_layers": 1}),
         "wan": ("WanTransformer3DModel", dict(
             patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=4,
             text_dim=16, freq_dim=16, ffn_dim=32, num_layers=1, cross_attn_norm=True, rope_max_seq_len=32,
@@ -217,7 +230,7 @@ def _exported_at(family: str, name: str, layers: dict[str, tuple[int, int]]) -> 
         start = sum(layers[f"{block}.to_{p}"][0] for p in "qkv"[:position])
         return f"diffusion_model.{fused}", slice(start, start + layers[name][0])
     named = {"wan": lambda n: f"diffusion_model.{wan.comfyui_module(n)}", "flux2": flux2.EXPORT.typed_layer_name,
-             "lumina2": LUMINA2_EXPORT.typed_layer_name}
+             "lumina2": LUMINA2_EXPORT.typed_layer_name, "ltx2": LTX2_EXPORTS.layer_name}
     return named.get(family, lambda n: f"transformer.{n}")(name), slice(None)
 
 

@@ -4,6 +4,7 @@ and the license; the adapter is the kit's (:class:`~dit_lora.families.diffusion.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from dit_lora.config import TrainConfig
@@ -29,16 +30,23 @@ class LTX2Card(KitCard):
         size and the model's frame rate."""
         frames, height, width = self.task.video_buckets(cfg)[0]
         fps = self.task.model_fps(cfg)
+        i2v = self.task.task == "i2v"
+        image_src = getattr(cfg.family_options, "validation_image", None) or "first_frame.png"
         return Snippet(
             pipeline=self.task.pipeline_class_name,
             base=cfg.model.pretrained_model_name_or_path or "",  # set: the parser requires it
             repo=repo_or_dir,
             base_name="model_id",
-            vae=LTX2_VAE,
-            imports=["from diffusers.utils import encode_video  # PyAV: the frames and their sound\n"],
+            vae=None if i2v else LTX2_VAE,  # image-to-video encodes its image in the pipeline's dtype
+            imports=[
+                "from diffusers.utils import encode_video  # PyAV: the frames and their sound\n",
+                *(["from diffusers.utils import load_image\n"] if i2v else []),
+            ],
+            before_call=f"image = load_image({json.dumps(image_src)})  # the first frame to animate\n" if i2v else "",
             output="result",
             call_args=[
                 f"prompt={self.prompt(cfg)},",
+                *(["image=image,"] if i2v else []),
                 *max_sequence_length.snippet_args(cfg),
                 f"num_frames={frames}, height={height}, width={width}, frame_rate={fps:g},",
                 *image_call_args(cfg)[1:],

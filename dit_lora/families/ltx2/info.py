@@ -19,6 +19,7 @@ from dit_lora.families.diffusion.clip_audio import AudioGeometry
 from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, VideoTask
 
 PIPELINE = "LTX2Pipeline"
+I2V_PIPELINE = "LTX2ImageToVideoPipeline"
 EXAMPLE_ID = "Lightricks/LTX-2"
 #: frames, height, width and fps ``LTX2Pipeline`` generates at by default
 TRAINED = {"frames": 121, "height": 512, "width": 768, "fps": 24}
@@ -110,6 +111,7 @@ forget_infos = cached_info.forget
 
 @dataclass(frozen=True)
 class LTX2Task(VideoTask):
-    """``FamilySpec.video_frames`` and ``frame_rate``: LTX-2 text-to-video and what it reads from the checkpoint."""
+    """``FamilySpec.video_frames`` and ``frame_rate``: one of the two LTX-2 families (``ltx2``: text-to-video,
+    ``ltx2_i2v``: image-to-video, the same checkpoint) and what it reads from the checkpoint."""
 
     infos, label = cached_info, "LTX-2"

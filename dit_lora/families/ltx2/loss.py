@@ -12,6 +12,11 @@ covers (:func:`~dit_lora.families.diffusion.clip_audio.masked_audio_mse`: a clip
 ``--audio off`` the audio stream is given pure noise at timestep 1000, the state generation starts from, and has no
 loss. The transformer places video tokens in time at each clip's own frame rate (its sound spans
 ``frames / fps`` seconds); a batch of clips of several rates takes its first clip's.
+
+Image-to-video is ``LTX2ImageToVideoPipeline``'s denoising step: the first latent frame is the clean latent of the
+first frame (the video VAE is causal in time, so the clip's own first latent frame is the image's), its tokens get
+timestep 0 (the pipeline's ``timestep * (1 - conditioning_mask)`` per token; the audio stream's and ``sigma`` stay
+the clip's), and it is left out of the loss.
 """
 
 from __future__ import annotations
@@ -55,7 +60,12 @@ def pack_video(latents: torch.Tensor) -> torch.Tensor:
 
 
 class LTX2Loss(DiffusionLoss):
-    """``FamilySpec.loss``: the joint velocity MSE of one micro-batch (module docstring)."""
+    """``FamilySpec.loss``: the joint velocity MSE of one micro-batch (module docstring); image-to-video: the first
+    latent frame given clean, its tokens at timestep 0, out of the loss."""
+
+    def __init__(self, encoders, image_to_video: bool = False) -> None:
+        super().__init__(encoders)
+        self.image_to_video = image_to_video
 
     def prepare_batch(self, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
         """The batch on ``device``, the clips' frame rate read first from the host copy (a float, no device read)."""
@@ -92,14 +102,20 @@ class LTX2Loss(DiffusionLoss):
         audio_sigmas = sigmas if sound else torch.ones_like(sigmas)
         dtype = batch["prompt_embeds"].dtype
         timestep, audio_timestep = sigmas * 1000.0, audio_sigmas * 1000.0
+        noisy, video_timestep, first = noisy_latents(video, noise, sigmas), timestep, 0
+        if self.image_to_video:  # LTX2ImageToVideoPipeline's step: frame 0 clean, its tokens at timestep 0
+            first = height * width
+            noisy = torch.cat([video[:, :first], noisy[:, first:]], dim=1)
+            video_timestep = timestep[:, None].expand(bsz, video.shape[1]).clone()
+            video_timestep[:, :first] = 0.0
         pred, audio_pred = model(
-            hidden_states=noisy_latents(video, noise, sigmas).to(dtype),
+            hidden_states=noisy.to(dtype),
             audio_hidden_states=noisy_latents(audio, audio_noise, audio_sigmas).to(dtype),
             encoder_hidden_states=batch["prompt_embeds"],
             audio_encoder_hidden_states=batch["audio_prompt_embeds"],
             encoder_attention_mask=batch["prompt_attention_mask"],
             audio_encoder_attention_mask=batch["prompt_attention_mask"],
-            timestep=timestep,
+            timestep=video_timestep,
             audio_timestep=audio_timestep,
             sigma=timestep,
             audio_sigma=audio_timestep,
@@ -112,7 +128,8 @@ class LTX2Loss(DiffusionLoss):
             return_dict=False,
         )
         ones = torch.ones_like(sigmas, dtype=torch.float32)
-        loss = weighted_mse(pred, velocity_target(video, noise), ones)
+        # the pipeline never steps the conditioning frame: it teaches nothing
+        loss = weighted_mse(pred[:, first:], velocity_target(video, noise)[:, first:], ones)
         if not sound:
             return loss
         audio_loss = masked_audio_mse(audio_pred, velocity_target(audio, audio_noise), batch[MASK], ones)

@@ -14,6 +14,7 @@ from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import automatic_note
 from dit_lora.families.diffusion.clip_audio import refuse_uniform
 from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
+from dit_lora.families.diffusion.conditioning import check_validation_image
 from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, model_class
 from dit_lora.families.diffusion.video_sizes import OneClipPerStep
@@ -69,6 +70,8 @@ class LTX2Model(KitModel):
         frames taken consecutively and the latent cache (the sound is encoded into it only)."""
         self.check_folder(cfg)
         self.task.video_buckets(cfg)  # the frame and size rules, before anything loads
+        if self.task.task == "i2v":
+            check_validation_image(cfg, "animate the first training clip's first frame in validation clips")
         if not with_audio(cfg):
             return
         refuse_uniform(cfg.video.frame_sampling, "LTX-2")
@@ -166,9 +169,14 @@ class LTX2Notes(DiffusionNotes):
             if with_audio(cfg)
             else "sound: off (--audio off): the video alone"
         )
+        mode = (
+            "image-to-video (first latent frame clean, timestep 0, out of the loss)"
+            if self.task.task == "i2v"
+            else "text-to-video"
+        )
         return [
-            f"model: {info.describe()}; training size {f}x{h}x{w} (frames x height x width); positions at each "
-            "clip's own frame rate" + automatic_note(buckets, automatic=not cfg.video.frame_buckets),
+            f"model: {info.describe()}; {mode}; training size {f}x{h}x{w} (frames x height x width); positions at "
+            "each clip's own frame rate" + automatic_note(buckets, automatic=not cfg.video.frame_buckets),
             sound,
         ]
 

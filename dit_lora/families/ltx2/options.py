@@ -1,4 +1,4 @@
-"""LTX-2's own options (``--family ltx2``): whether the clips' sound is trained with their frames, and the weight of
+"""LTX-2's own options (``--family ltx2``; ``ltx2_i2v`` adds the conditioning image): whether the clips' sound is trained with their frames, and the weight of
 its part of the loss."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dit_lora.config.schema import NON_NEGATIVE, FamilyOptions, opt
+from dit_lora.modeling.timestep_options import ConditioningImageOptions
 
 #: the share of the audio part in the joint loss by default (Lightricks' LTX-2 trainer sums the two losses)
 AUDIO_LOSS_WEIGHT = 1.0
@@ -15,7 +16,7 @@ AUDIO_LOSS_WEIGHT = 1.0
 class LTX2Options(FamilyOptions):
     """Options LTX-2 reads: ``--audio`` and ``--audio_loss_weight``."""
 
-    TITLE = "ltx2 options (--family ltx2)"
+    TITLE = "ltx2 options (--family ltx2 or ltx2_i2v)"
 
     audio: str = opt(
         "on",
@@ -35,3 +36,10 @@ class LTX2Options(FamilyOptions):
         resume="fixed",
         valid=NON_NEGATIVE,
     )
+
+
+@dataclass(frozen=True)
+class LTX2I2VOptions(LTX2Options, ConditioningImageOptions):
+    """LTX-2 image-to-video: the LTX-2 options plus the conditioning image's."""
+
+    TITLE = "ltx2_i2v options (--family ltx2_i2v)"

@@ -13,9 +13,11 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import module_on, vae_on
+from dit_lora.families.diffusion.conditioning import kept_conditioning_image
 from dit_lora.families.diffusion.loader import model_class
 from dit_lora.families.diffusion.video_samples import TaskVideoSamples
 from dit_lora.families.ltx2.encoders import max_sequence_length
+from dit_lora.families.ltx2.state import run_state
 from dit_lora.modelfiles.pipeline_files import read_component_config
 from dit_lora.output.video import write_video
 
@@ -65,8 +67,12 @@ class LTX2Samples(TaskVideoSamples):
     fixed_kwargs = {"output_type": "pil"}
 
     def call_kwargs(self, cfg: TrainConfig, generator, num_videos: int, comps: Components | None = None):
-        """The kit's, with the frame rate the clip is generated and written at."""
-        return {**super().call_kwargs(cfg, generator, num_videos, comps), "frame_rate": float(self.fps(cfg))}
+        """The kit's, with the frame rate the clip is generated and written at and, image-to-video, the run's
+        conditioning image (the first clip's first frame or ``--validation_image``)."""
+        out = {**super().call_kwargs(cfg, generator, num_videos, comps), "frame_rate": float(self.fps(cfg))}
+        if self.task.task == "i2v":
+            out["image"] = kept_conditioning_image(self.task, cfg, run_state(comps) if comps is not None else None)
+        return out
 
     def generate(
         self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
@@ -76,7 +82,9 @@ class LTX2Samples(TaskVideoSamples):
         device = next((p for p in model.parameters() if p.requires_grad), next(model.parameters())).device
         n = cfg.validation.num_validation_images
         with ExitStack() as stack:
-            pipe = model_class("diffusers", "LTX2Pipeline")(  # Any: diffusers' top-level names read as dummies
+            pipe = model_class(
+                "diffusers", self.task.pipeline_class_name
+            )(  # Any: diffusers' top-level names read as dummies
                 scheduler=self.sampler(comps),
                 vae=stack.enter_context(vae_on(comps, device)),
                 audio_vae=stack.enter_context(module_on(comps.encoders["audio_vae"], device)),

@@ -1,4 +1,5 @@
-"""LTX-2 text-to-video with its sound (``ltx2``, ``LTX2Pipeline``): its :class:`~dit_lora.contract.spec.FamilySpec`.
+"""LTX-2 text-to-video (``ltx2``, ``LTX2Pipeline``) and image-to-video (``ltx2_i2v``, ``LTX2ImageToVideoPipeline``),
+with their sound, from one checkpoint: their :class:`~dit_lora.contract.spec.FamilySpec`.
 
 Components, one module each: ``info.py`` (the configs read once, the clip buckets), ``model.py`` (checks, loading,
 precision, notes, defaults, demo), ``encoders.py`` (video latents, the connectors' caption embeddings, each clip's
@@ -15,46 +16,69 @@ from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.diffusion.video_sizes import ClipData
 from dit_lora.families.ltx2.adapter import LTX2_VAE, LTX2Card
+from dit_lora.families.ltx2.comfyui import EXPORTS
 from dit_lora.families.ltx2.encoders import LTX2Encoders, LTX2Setup
-from dit_lora.families.ltx2.info import PIPELINE, LTX2Task
+from dit_lora.families.ltx2.info import I2V_PIPELINE, PIPELINE, LTX2Task
 from dit_lora.families.ltx2.loss import LTX2Loss
 from dit_lora.families.ltx2.model import DEFAULTS, LTX2Demo, LTX2Model, LTX2Notes
 from dit_lora.families.ltx2.plan import LTX2Plan
 from dit_lora.families.ltx2.samples import LTX2Samples
 
-TASK = LTX2Task(name="ltx2", task="t2v", pipeline_class_name=PIPELINE)
+TASKS = {
+    "ltx2": LTX2Task(name="ltx2", task="t2v", pipeline_class_name=PIPELINE),
+    "ltx2_i2v": LTX2Task(name="ltx2_i2v", task="i2v", pipeline_class_name=I2V_PIPELINE),
+}
+#: text-to-video's task (the tests' and the demo's default)
+TASK = TASKS["ltx2"]
 
-INFO = FamilyInfo(
-    pipeline_class_name=PIPELINE,
-    card_tags=("text-to-video", "text-to-audio", "diffusers", "ltx-2", "diffusers-training"),
-    # Both streams' attention projections and the attentions between them: what diffusers' LTX-2 LoRAs and
-    # Lightricks' trainer ("to_k", "to_q", "to_v", "to_out.0") target in every block.
-    default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"),
-    gradient_checkpointing_default=True,
-    text_encoder_label="Gemma-3",
-    repeated_block_classes=("LTX2VideoTransformerBlock",),
-    block_lists=("transformer_blocks",),
-)
+
+def ltx2_info(task: LTX2Task) -> FamilyInfo:
+    """What the model card, the loader and ``--compile`` say about the family of ``task``."""
+    return FamilyInfo(
+        pipeline_class_name=task.pipeline_class_name,
+        # one checkpoint for both tasks: a folder saved by either pipeline trains either
+        also_trains_folders_of=(I2V_PIPELINE if task.task == "t2v" else PIPELINE,),
+        card_tags=(
+            "text-to-video" if task.task == "t2v" else "image-to-video",
+            "text-to-audio",
+            "diffusers",
+            "ltx-2",
+            "diffusers-training",
+        ),
+        # Both streams' attention projections and the attentions between them: what diffusers' LTX-2 LoRAs and
+        # Lightricks' trainer ("to_k", "to_q", "to_v", "to_out.0") target in every block.
+        default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"),
+        gradient_checkpointing_default=True,
+        text_encoder_label="Gemma-3",
+        repeated_block_classes=("LTX2VideoTransformerBlock",),
+        block_lists=("transformer_blocks",),
+    )
 
 
 def ltx2_spec(name: str = "ltx2") -> FamilySpec:
-    """A new spec of LTX-2 text-to-video."""
+    """A new spec of ``name``: ``ltx2`` (text-to-video) or ``ltx2_i2v`` (image-to-video)."""
+    task = TASKS[name]
+    info = ltx2_info(task)
     encoders = LTX2Encoders()
     return diffusion_spec(
         name,
-        INFO,
-        model=LTX2Model(INFO, TASK),
+        info,
+        model=LTX2Model(info, task),
         encoders=encoders,
-        loss=LTX2Loss,
-        samples=lambda encoders: LTX2Samples(TASK, encoders),
-        plan=lambda encoders, loss, _: LTX2Plan(TASK, encoders, loss),
+        loss=lambda encoders: LTX2Loss(encoders, image_to_video=task.task == "i2v"),
+        samples=lambda encoders: LTX2Samples(task, encoders),
+        plan=lambda encoders, loss, _: LTX2Plan(task, encoders, loss),
         data=ClipData(),
-        adapter=KitAdapter(INFO, fp32_vae=LTX2_VAE),
-        video_frames=TASK,
-        frame_rate=TASK,
-        card=LTX2Card(TASK),
+        # image-to-video encodes its image in the pipeline's dtype: its VAE stays in that dtype (an fp32 VAE refuses
+        # the bf16 image, LTX2ImageToVideoPipeline.prepare_latents)
+        adapter=KitAdapter(info, fp32_vae=None if task.task == "i2v" else LTX2_VAE),
+        video_frames=task,
+        frame_rate=task,
+        card=LTX2Card(task),
+        exports=EXPORTS,
+        adapter_extras=EXPORTS,
         defaults=DEFAULTS,
-        notes=LTX2Notes(TASK),
-        setup=LTX2Setup(encoders),
-        demo=LTX2Demo(TASK),
+        notes=LTX2Notes(task),
+        setup=LTX2Setup(encoders, task),
+        demo=LTX2Demo(task),
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -28,6 +28,8 @@ class LTX2Run(FlowRun):
     audio: AudioGeometry | None = None
     #: whether the clips' sound is trained (``--audio on``)
     with_audio: bool = True
+    #: image-to-video: the image validation clips start from (``kept_conditioning_image``)
+    validation_image: Any = None
     #: the transformer's features of one packed audio token (the silent stream's width with ``--audio off``)
     audio_width: int = 128
 

@@ -22,3 +22,13 @@ def test_the_rows_say_how_the_sound_trained():
     rows = LTX2Card(TASK).card_settings(ltx2_cfg("Lightricks/LTX-2", audio="off", max_sequence_length=256))
     assert rows["audio"] == "off" and rows["max_sequence_length"] == 256
     assert rows["resolution"].startswith("121x512x768")
+
+
+def test_the_image_to_video_snippet_animates_the_conditioning_image():
+    from dit_lora.families.ltx2.spec import TASKS
+
+    cfg = ltx2_cfg("Lightricks/LTX-2", family="ltx2_i2v", validation_image="frame.png")
+    text = LTX2Card(TASKS["ltx2_i2v"]).snippet(cfg, "me/my-lora").text()
+    assert "LTX2ImageToVideoPipeline.from_pretrained" in text and 'image = load_image("frame.png")' in text
+    assert "    image=image,\n" in text
+    compile(text, "snippet", "exec")

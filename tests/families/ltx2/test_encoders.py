@@ -67,10 +67,24 @@ def test_samples_cache_their_sound_and_frame_rate(tiny, tmp_path):
 
 
 def test_a_caption_length_off_the_registers_is_refused(tiny):
+    from dit_lora.families.ltx2.spec import TASK
+
     comps = _comps(tiny)
-    LTX2Setup(LTX2Encoders()).configure(comps, ltx2_cfg("x", max_sequence_length=64))
+    LTX2Setup(LTX2Encoders(), TASK).configure(comps, ltx2_cfg("x", max_sequence_length=64))
     with pytest.raises(UserError, match=r"--max_sequence_length 60 is not a multiple of 8, .* Use 64\."):
-        LTX2Setup(LTX2Encoders()).configure(comps, ltx2_cfg("x", max_sequence_length=60))
+        LTX2Setup(LTX2Encoders(), TASK).configure(comps, ltx2_cfg("x", max_sequence_length=60))
+
+
+def test_image_to_video_refuses_stills_and_keeps_the_first_frame(tiny, tmp_path):
+    from types import SimpleNamespace as NS
+
+    from dit_lora.families.ltx2.spec import TASKS
+
+    comps = _comps(tiny)
+    setup = LTX2Setup(LTX2Encoders(), TASKS["ltx2_i2v"])
+    with pytest.raises(UserError, match=r"1 training sample\(s\) are images, .* --family ltx2 \(text-to-video\)"):
+        setup.inspect_samples(comps, ltx2_cfg("x", family="ltx2_i2v"), [NS(key="a.png", bucket=(1, 64, 64))])
+    LTX2Setup(LTX2Encoders(), TASKS["ltx2"]).inspect_samples(comps, ltx2_cfg("x"), [NS(key="a.png", bucket=(1, 64, 64))])
 
 
 def test_the_cache_identity_follows_the_sound_and_the_caption_length(tiny_folder):

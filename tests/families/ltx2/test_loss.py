@@ -146,3 +146,44 @@ def test_a_lora_trained_on_a_tone_learns_its_sound(tiny, tmp_path):
     before, joint, video_only = audio_part(tiny["transformer"]), trained(1.0), trained(0.0)
     # it learns the sound: the audio part falls, and only the joint loss makes it fall that far
     assert joint < 0.9 * before and joint < video_only, (before, joint, video_only)
+
+
+def test_image_to_video_keeps_the_first_frame_clean_at_timestep_zero_and_out_of_the_loss(tiny):
+    """``LTX2ImageToVideoPipeline``'s step: the first latent frame's tokens given clean at timestep 0 (the other
+    tokens, the audio stream and ``sigma`` at the clip's), and a change of the prediction there changes no loss."""
+    cfg, comps, batch = _setup(tiny)
+    calls = []
+
+    class Spy(torch.nn.Module):
+        def forward(self, **kw):
+            calls.append(kw)
+            out = kw["hidden_states"].clone()
+            out[:, :64] = 1e6  # the conditioning frame's prediction: anything
+            return out, torch.zeros_like(kw["audio_hidden_states"])
+
+    loss = LTX2Loss(None, image_to_video=True).compute_loss(comps, Spy(), batch, torch.Generator().manual_seed(0), cfg)
+    assert torch.isfinite(loss)
+    (kw,) = calls
+    video = batch["latents"].flatten(2).transpose(1, 2)
+    assert torch.equal(kw["hidden_states"][:, :64], video[:, :64])  # 8 x 8 tokens of frame 0, clean
+    assert not torch.equal(kw["hidden_states"][:, 64:], video[:, 64:])
+    assert kw["timestep"].shape == (2, 192) and (kw["timestep"][:, :64] == 0).all()
+    assert torch.equal(kw["timestep"][:, 64:], kw["sigma"][:, None].expand(2, 128))
+    assert kw["audio_timestep"].shape == (2,)
+
+
+def test_the_first_latent_frame_is_the_image_to_video_pipelines_condition(tiny):
+    """The video VAE is causal in time: the clip's own first latent frame is what the pipeline encodes from the image."""
+    from diffusers import LTX2ImageToVideoPipeline
+
+    from dit_lora.families.ltx2.encoders import LTX2Encoders
+
+    _, comps, _ = _setup(tiny)
+    clip = torch.rand(1, 9, 3, 64, 64, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    latents = LTX2Encoders().encode_images(comps, clip)["latents"]
+    pipe = LTX2ImageToVideoPipeline(**{k: tiny[k] for k in ("scheduler", "vae", "audio_vae", "text_encoder",
+                                                             "tokenizer", "connectors", "transformer", "vocoder")})
+    with torch.no_grad():
+        packed, mask = pipe.prepare_latents(clip[:, 0], 1, 8, 64, 64, 9, 0.0, torch.float32, "cpu", None)
+    torch.testing.assert_close(packed[:, :64], latents.flatten(2).transpose(1, 2)[:, :64], atol=1e-5, rtol=1e-5)
+    assert mask[:, :64].eq(1).all() and mask[:, 64:].eq(0).all()

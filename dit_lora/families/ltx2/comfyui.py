@@ -1,0 +1,50 @@
+"""An LTX-2 LoRA in ComfyUI's key format: ``diffusion_model.<Lightricks' name>.lora_A/lora_B.weight``.
+
+dit-lora writes an LTX-2 adapter as diffusers' ``LTX2Pipeline.save_lora_weights`` does
+(``transformer.transformer_blocks.0.attn1.to_q.lora_A.weight``), with the scale alpha/r folded into ``lora_B``.
+ComfyUI does not load that file for LTX-2. What the sources say (ComfyUI's stored files, 2026; Lightricks' trainer):
+
+* ComfyUI runs LTX-2 as its ``LTXAV`` model (``comfy/supported_models.py``; ``comfy/ldm/lightricks/av_model.py``),
+  whose weights keep Lightricks' original names: the blocks' ``attn1``, ``attn2``, ``audio_attn1``, ``audio_attn2``,
+  ``audio_to_video_attn``, ``video_to_audio_attn`` (``to_q``, ``to_k``, ``to_v``, ``to_out.0``, 2.3's
+  ``to_gate_logits``), ``ff`` and ``audio_ff`` as diffusers names them, but ``patchify_proj``, ``adaln_single``,
+  ``av_ca_*_adaln_single`` and ``prompt_adaln_single`` where diffusers says ``proj_in``, ``time_embed``,
+  ``av_cross_attn_*`` and ``prompt_adaln``.
+* ``model_lora_keys_unet`` (``comfy/lora.py``) maps ``diffusion_model.<name>`` (and, on newer builds, the bare
+  ``<name>``) to every model's weights; it has no ``transformer.`` branch for LTX-2 (and ``lora_convert.py`` no
+  conversion), so every key of diffusers' file is "not loaded".
+* It reads ``<x>.lora_B.weight`` / ``<x>.lora_A.weight`` and applies scale 1.0 without an ``<x>.alpha`` tensor:
+  with alpha/r folded into ``lora_B``, 1.0 is the trained strength. No ``.alpha`` is written.
+* Lightricks' LTX-2 trainer saves its LoRAs the same way (``diffusion_model.`` + the block names, for ComfyUI), and
+  diffusers loads such a file back (``LTX2LoraLoaderMixin.lora_state_dict``: ``diffusion_model.`` keys ->
+  ``_convert_non_diffusers_ltx2_lora_to_diffusers``), which is how the tests prove the export exact.
+
+So every layer is written under ``diffusion_model.<its ComfyUI name>`` (``comfyui.json``: the inverse of diffusers'
+renames; the blocks' names are unchanged). LoKr and LoHa keep PEFT's tensor names under the same module name; DoRA
+is refused (:mod:`dit_lora.output.comfyui_types`).
+"""
+
+from __future__ import annotations
+
+from dit_lora.output.comfyui_types import SUFFIX, RenamedExport, RenameTable
+
+#: diffusers module name (after ``transformer.``) -> Lightricks' (ComfyUI's) name: ``comfyui.json``
+TABLE = RenameTable.read(__name__)
+_KNOWN = (
+    "every Linear layer of LTX2VideoTransformer3DModel: the blocks' six attentions (to_q/to_k/to_v/to_out.0, "
+    "to_gate_logits), ff and audio_ff, proj_in/proj_out and their audio twins, the caption projections, the timestep, "
+    "cross-modal and prompt modulations"
+)
+#: ``FamilySpec.exports`` and ``adapter_extras``: every run writes ``<adapter>_comfyui.safetensors`` beside its
+#: adapter (the diffusers file loads none of its keys in ComfyUI); ``dit-lora export --format comfyui`` again
+EXPORTS = RenamedExport(
+    "LTX-2",
+    TABLE,
+    _KNOWN,
+    "diffusion_model.<Lightricks name>.lora_A/lora_B.weight (LoKr: .lokr_w1..., LoHa: .hada_w1_a...); no .alpha: "
+    "scale 1.0, alpha/rank is folded into lora_B (lokr_w1, hada_w1_a)",
+    "ComfyUI's LTX-2 key names (diffusion_model.transformer_blocks.N.attn1.to_q, ..., Lightricks' names where "
+    f"diffusers renamed a layer): <adapter>{SUFFIX} next to the adapter, the strength folded in and no .alpha keys, "
+    "so strength 1.0 is the trained one; a LoRA file reproduces the trained output through diffusers' converter; "
+    "DoRA is refused (ComfyUI's dora_scale is another normalisation)",
+)
