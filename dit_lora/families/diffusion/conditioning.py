@@ -61,6 +61,16 @@ def load_conditioning_image(source: str | None, samples: list | None, height: in
     return Image.fromarray(array)
 
 
+def inspect_clips(task, cfg: TrainConfig, state, samples: list, text_to_video: str) -> None:
+    """A video family's ``inspect_samples``: image-to-video (``task.task == "i2v"``) refuses images
+    (:func:`refuse_stills`, naming ``text_to_video``, the family that trains them) and keeps the first clip's first
+    frame (or ``--validation_image``) for validation videos (:func:`kept_conditioning_image`); text-to-video nothing."""
+    if task.task != "i2v":
+        return
+    refuse_stills(samples, text_to_video)
+    kept_conditioning_image(task, cfg, state, samples)
+
+
 def kept_conditioning_image(video_frames, cfg: TrainConfig, state, samples: list | None = None):
     """The run's image-to-video validation image (:func:`load_conditioning_image` at the first bucket of
     ``video_frames``), kept in ``state.validation_image`` (the family's typed run state): given ``samples`` (the data

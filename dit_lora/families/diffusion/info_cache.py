@@ -88,6 +88,13 @@ class VideoTask:
     infos: ClassVar[InfoCache[Any]]
     label: ClassVar[str]
 
+    @property
+    def mode(self) -> str:
+        """The task as the start notes say it (image-to-video: how the first frame trains, as the pipelines step it)."""
+        if self.task == "i2v":
+            return "image-to-video (first latent frame clean, timestep 0, out of the loss)"
+        return "text-to-video"
+
     def info(self, cfg: TrainConfig) -> Any:
         """What the checkpoint's configs say, read once (:attr:`infos`, looked up on the class: a test stands in a
         plain function)."""

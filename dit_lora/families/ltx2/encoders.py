@@ -16,7 +16,7 @@ from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.clip_audio import audio_entries
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.conditioning import kept_conditioning_image, refuse_stills
+from dit_lora.families.diffusion.conditioning import inspect_clips
 from dit_lora.families.diffusion.loader import model_class
 from dit_lora.families.diffusion.prompts import CaptionLength, caption_length
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
@@ -130,10 +130,7 @@ class LTX2Setup(TextSettingsSetup):
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Image-to-video: refuse images (a one-frame clip has no frame after the conditioning one to learn) and
         keep the first clip's first frame (or ``--validation_image``) for validation clips."""
-        if self.task.task != "i2v":
-            return
-        refuse_stills(samples, "--family ltx2 (text-to-video)")
-        kept_conditioning_image(self.task, cfg, run_state(comps), samples)
+        inspect_clips(self.task, cfg, run_state(comps), samples, "--family ltx2 (text-to-video)")
 
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Record the text settings; refuse a ``--max_sequence_length`` that is not a multiple of the registers."""

@@ -169,13 +169,8 @@ class LTX2Notes(DiffusionNotes):
             if with_audio(cfg)
             else "sound: off (--audio off): the video alone"
         )
-        mode = (
-            "image-to-video (first latent frame clean, timestep 0, out of the loss)"
-            if self.task.task == "i2v"
-            else "text-to-video"
-        )
         return [
-            f"model: {info.describe()}; {mode}; training size {f}x{h}x{w} (frames x height x width); positions at "
+            f"model: {info.describe()}; {self.task.mode}; training size {f}x{h}x{w} (frames x height x width); positions at "
             "each clip's own frame rate" + automatic_note(buckets, automatic=not cfg.video.frame_buckets),
             sound,
         ]

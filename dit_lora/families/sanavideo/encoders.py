@@ -9,7 +9,7 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.conditioning import kept_conditioning_image, refuse_stills
+from dit_lora.families.diffusion.conditioning import inspect_clips
 from dit_lora.families.diffusion.latents import normalised_clip_latents
 from dit_lora.families.diffusion.prompts import CaptionLength
 from dit_lora.families.diffusion.text_conditioned import InstructedCaptions, TextSettingsSetup
@@ -60,7 +60,4 @@ class SanaVideoSetup(TextSettingsSetup):
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Image-to-video: refuse images (a one-frame clip has no frame after the conditioning one to learn) and
         keep the first clip's first frame (or ``--validation_image``) for validation videos."""
-        if self.task.task != "i2v":
-            return
-        refuse_stills(samples, "--family sanavideo (text-to-video)")
-        kept_conditioning_image(self.task, cfg, run_state(comps), samples)
+        inspect_clips(self.task, cfg, run_state(comps), samples, "--family sanavideo (text-to-video)")

@@ -103,13 +103,8 @@ class SanaVideoNotes(DiffusionNotes):
         info = self.task.info(cfg)
         buckets = self.task.video_buckets(cfg)
         f, h, w = buckets[0]
-        mode = (
-            "image-to-video (first latent frame clean, timestep 0, out of the loss)"
-            if self.task.task == "i2v"
-            else ("text-to-video")
-        )
         return [
-            f"model: {info.describe()}; {mode}; training size {f}x{h}x{w} (frames x height x width) at "
+            f"model: {info.describe()}; {self.task.mode}; training size {f}x{h}x{w} (frames x height x width) at "
             f"{self.task.model_fps(cfg):g} fps" + automatic_note(buckets, automatic=not cfg.video.frame_buckets),
             f"training shift {training_shift(cfg):g} (NVlabs' SANA-Video trainer; --flow_shift), the checkpoint's "
             f"sampler shifts by {info.scheduler_shift:g}",

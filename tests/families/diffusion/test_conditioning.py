@@ -84,3 +84,25 @@ def test_image_to_video_refuses_still_images_naming_the_alternative():
     with pytest.raises(UserError, match=r"^2 training sample\(s\) are images, e\.g\. `c\.png`: .* train them with "
                                         r"--family x \(text-to-video\)\.$"):
         refuse_stills([clip, *stills], "--family x (text-to-video)")
+
+
+def test_inspect_clips_refuses_stills_and_keeps_the_first_frame_for_image_to_video_only(monkeypatch):
+    """``inspect_clips``: text-to-video takes stills and keeps nothing; image-to-video refuses them, else keeps the
+    first clip's first frame in the run state."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from dit_lora.core.errors import UserError
+    from dit_lora.families.diffusion import conditioning
+
+    kept = []
+    monkeypatch.setattr(conditioning, "kept_conditioning_image", lambda *args: kept.append(args))
+    task, still = SimpleNamespace(task="i2v"), SimpleNamespace(bucket=(1, 32, 32), key="a.png")
+    conditioning.inspect_clips(SimpleNamespace(task="t2v"), None, None, [still], "--family x")
+    assert kept == []
+    with pytest.raises(UserError, match=r"are images, .* --family x"):
+        conditioning.inspect_clips(task, None, None, [still], "--family x")
+    clip = SimpleNamespace(bucket=(9, 32, 32), key="b.mp4")
+    conditioning.inspect_clips(task, "cfg", "state", [clip], "--family x")
+    assert kept == [(task, "cfg", "state", [clip])]

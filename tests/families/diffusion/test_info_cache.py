@@ -59,3 +59,9 @@ def test_a_video_task_reads_its_facts_once_and_gives_buckets_rate_and_pipeline()
     assert task.pipeline_class().__name__ == "WanPipeline"
     with pytest.raises(UserError, match="--height 72 must be a multiple of 16 for this Model checkpoint"):
         task.video_buckets(_sizes(height=72))
+
+
+def test_the_task_says_how_image_to_video_trains_its_first_frame():
+    assert Task(name="t", task="t2v", pipeline_class_name="WanPipeline").mode == "text-to-video"
+    assert Task(name="i", task="i2v", pipeline_class_name="WanPipeline").mode == (
+        "image-to-video (first latent frame clean, timestep 0, out of the loss)")
