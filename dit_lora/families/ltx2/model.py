@@ -145,17 +145,27 @@ class LTX2Notes(DiffusionNotes):
         self.task = task
 
     def sample_notes(self, cfg: TrainConfig, samples: list) -> list[str]:
-        """With ``--audio on``, how many clips have no audio track (never silently: their audio part is masked)."""
-        if not with_audio(cfg) or not samples:
-            return []
-        silent, total = count_silent(samples)
-        if not silent:
-            return [f"sound: all {total} clips have an audio track"]
-        return [
-            f"sound: {silent} of {total} clips have no audio track (images count as such): their video trains, their "
-            "audio part is masked out of the loss, never learned as silence (--audio off trains every clip's video "
-            "alone)"
-        ]
+        """With ``--audio on``, how many clips have no audio track (never silently: their audio part is masked); with
+        batches of several clips, clips of several frame rates (a batch places its video at its first clip's)."""
+        lines = []
+        if with_audio(cfg) and samples:
+            silent, total = count_silent(samples)
+            lines.append(
+                f"sound: all {total} clips have an audio track"
+                if not silent
+                else f"sound: {silent} of {total} clips have no audio track (images count as such): their video "
+                "trains, their audio part is masked out of the loss, never learned as silence (--audio off trains "
+                "every clip's video alone)"
+            )
+        rates = sorted({round(float(getattr(s, "source_fps", 0) or 0), 3) for s in samples} - {0.0})
+        if cfg.training.train_batch_size > 1 and len(rates) > 1:
+            shown = ", ".join(f"{r:g}" for r in rates[:6]) + (" ..." if len(rates) > 6 else "")
+            lines.append(
+                f"frame rates: the clips come at {len(rates)} rates ({shown} fps); a batch of "
+                f"{cfg.training.train_batch_size} places all its clips' video in time at its first clip's rate (each "
+                "clip's sound keeps its own span). --train_batch_size 1 (LTX-2's default) places every clip at its own."
+            )
+        return lines
 
     def start_notes(self, cfg: TrainConfig) -> list[str]:
         """What the run trains (model, size, fps) and whether the sound trains with it."""

@@ -54,3 +54,17 @@ def test_clips_without_sound_are_counted_never_silently(tmp_path):
     assert line.startswith("sound: 2 of 3 clips have no audio track") and "masked out of the loss" in line
     assert notes.sample_notes(ltx2_cfg("m"), samples[:1]) == ["sound: all 1 clips have an audio track"]
     assert notes.sample_notes(ltx2_cfg("m", audio="off"), samples) == []
+
+
+def test_a_batch_of_clips_at_several_frame_rates_is_said():
+    from types import SimpleNamespace
+
+    from dit_lora.families.ltx2.model import LTX2Notes
+    from dit_lora.families.ltx2.spec import TASK
+
+    clips = [SimpleNamespace(path="x", is_image=True, source_fps=fps) for fps in (24.0, 30.0, 24.0)]
+    notes = LTX2Notes(TASK)
+    (line,) = notes.sample_notes(ltx2_cfg("m", audio="off", train_batch_size=2), clips)
+    assert line.startswith("frame rates: the clips come at 2 rates (24, 30 fps); a batch of 2 places")
+    assert notes.sample_notes(ltx2_cfg("m", audio="off", train_batch_size=1), clips) == []
+    assert notes.sample_notes(ltx2_cfg("m", audio="off", train_batch_size=2), clips[::2]) == []
