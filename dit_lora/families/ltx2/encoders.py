@@ -13,7 +13,6 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.clip_audio import audio_entries
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.conditioning import inspect_clips
@@ -118,8 +117,8 @@ class LTX2Encoders(DiffusionEncoders):
 
 
 class LTX2Setup(TextSettingsSetup):
-    """``FamilySpec.setup``: the text settings recorded once the components load; a caption length the connectors'
-    registers do not divide is refused; image-to-video keeps its conditioning image and refuses still images."""
+    """``FamilySpec.setup``: the text settings recorded once the components load; image-to-video keeps its
+    conditioning image and refuses still images."""
 
     run_state = staticmethod(run_state)
 
@@ -131,16 +130,3 @@ class LTX2Setup(TextSettingsSetup):
         """Image-to-video: refuse images (a one-frame clip has no frame after the conditioning one to learn) and
         keep the first clip's first frame (or ``--validation_image``) for validation clips."""
         inspect_clips(self.task, cfg, run_state(comps), samples, "--family ltx2 (text-to-video)")
-
-    def configure(self, comps: Components, cfg: TrainConfig) -> None:
-        """Record the text settings; refuse a ``--max_sequence_length`` that is not a multiple of the registers."""
-        super().configure(comps, cfg)
-        connectors = comps.encoders.get("connectors")
-        registers = getattr(getattr(connectors, "config", None), "video_connector_num_learnable_registers", None)
-        length = max_sequence_length(cfg)
-        if registers and length % int(registers):
-            fixed = max(int(registers), round(length / int(registers)) * int(registers))
-            raise UserError(
-                f"--max_sequence_length {length} is not a multiple of {registers}, the text connectors' learnable "
-                f"registers (they take the padding's places in blocks of {registers}). Use {fixed}."
-            )

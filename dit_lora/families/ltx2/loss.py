@@ -21,6 +21,7 @@ the clip's), and it is left out of the loss.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -28,7 +29,7 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.clip_audio import LATENTS, MASK, masked_audio_mse
-from dit_lora.families.diffusion.components import DiffusionLoss, to_device
+from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.ltx2.encoders import FPS
 from dit_lora.families.ltx2.info import TRAINED
 from dit_lora.families.ltx2.state import run_state
@@ -45,8 +46,8 @@ def shifted_logit_normal(batch: int, tokens: int, device, generator: torch.Gener
     (x1, y1), (x2, y2) = SHIFT_LINE
     mu = y1 + (y2 - y1) * (tokens - x1) / (x2 - x1)
     normal = torch.randn(batch, device=device, generator=generator) * std + mu
-    low = torch.sigmoid(torch.tensor(mu + LOWER * std, device=device))
-    high = torch.sigmoid(torch.tensor(mu + UPPER * std, device=device))
+    # the percentile bounds are numbers of the token count alone: computed on the host, no tensor copied per step
+    low, high = (1.0 / (1.0 + math.exp(-(mu + z * std))) for z in (LOWER, UPPER))
     stretched = (torch.sigmoid(normal) - low) / (high - low)
     stretched = torch.where(stretched >= EPS, stretched, 2 * EPS - stretched).clamp(0, 1)
     uniform = (1 - EPS) * torch.rand(batch, device=device, generator=generator) + EPS
@@ -69,10 +70,10 @@ class LTX2Loss(DiffusionLoss):
 
     def prepare_batch(self, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
         """The batch on ``device``, the clips' frame rate read first from the host copy (a float, no device read)."""
-        fps = batch.get(FPS)
-        rate = float(fps[0]) if isinstance(fps, torch.Tensor) and fps.numel() and float(fps[0]) > 0 else None
-        out = super().prepare_batch(comps, batch, device, cached) if not cached else to_device(batch, device)
-        out["fps"] = rate or float(TRAINED["fps"])
+        fps = batch.pop(FPS, None)  # the model needs it as a number: it never goes to the device
+        rate = float(fps[0]) if isinstance(fps, torch.Tensor) and fps.numel() else 0.0
+        out = super().prepare_batch(comps, batch, device, cached)
+        out["fps"] = rate if rate > 0 else float(TRAINED["fps"])
         return out
 
     def compute_loss(

@@ -19,6 +19,7 @@ from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, model_class
 from dit_lora.families.diffusion.video_sizes import OneClipPerStep
 from dit_lora.families.ltx2 import demo as tiny
+from dit_lora.families.ltx2.encoders import max_sequence_length
 from dit_lora.families.ltx2.info import EXAMPLE_ID, LTX2Task, forget_infos
 from dit_lora.families.ltx2.state import LTX2Run
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
@@ -57,6 +58,24 @@ def make_components(
     )
 
 
+def check_caption_length(cfg: TrainConfig) -> None:
+    """Refuse a ``--max_sequence_length`` the text connectors' learnable registers do not divide (they take the
+    padding's places in blocks: ``LTX2ConnectorTransformer1d`` raises otherwise), read from ``connectors/config.json``
+    before anything loads (through the catalogue for a Hub id that is not downloaded)."""
+    from dit_lora.catalogue.defaults import config_reader
+
+    registers = (config_reader(cfg.model)("connectors", "config.json") or {}).get(
+        "video_connector_num_learnable_registers"
+    )
+    length = max_sequence_length(cfg)
+    if registers and length % int(registers):
+        fixed = max(int(registers), round(length / int(registers)) * int(registers))
+        raise UserError(
+            f"--max_sequence_length {length} is not a multiple of {registers}, the text connectors' learnable "
+            f"registers (they take the padding's places in blocks of {registers}). Use {fixed}."
+        )
+
+
 class LTX2Model(KitModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Gemma-3
     in the run's dtype, the video VAE in fp32, the tokenizer, the audio VAE (fp32) and the text connectors."""
@@ -70,6 +89,7 @@ class LTX2Model(KitModel):
         frames taken consecutively and the latent cache (the sound is encoded into it only)."""
         self.check_folder(cfg)
         self.task.video_buckets(cfg)  # the frame and size rules, before anything loads
+        check_caption_length(cfg)
         if self.task.task == "i2v":
             check_validation_image(cfg, "animate the first training clip's first frame in validation clips")
         if not with_audio(cfg):

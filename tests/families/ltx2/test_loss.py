@@ -187,3 +187,11 @@ def test_the_first_latent_frame_is_the_image_to_video_pipelines_condition(tiny):
         packed, mask = pipe.prepare_latents(clip[:, 0], 1, 8, 64, 64, 9, 0.0, torch.float32, "cpu", None)
     torch.testing.assert_close(packed[:, :64], latents.flatten(2).transpose(1, 2)[:, :64], atol=1e-5, rtol=1e-5)
     assert mask[:, :64].eq(1).all() and mask[:, 64:].eq(0).all()
+
+
+def test_the_clips_frame_rate_is_read_on_the_host_and_never_moved():
+    batch = {"latents": torch.zeros(1, 8, 3, 8, 8), "clip_fps": torch.tensor([30.0])}
+    out = LTX2Loss(None).prepare_batch(None, dict(batch), "cpu", cached=True)
+    assert out["fps"] == 30.0 and "clip_fps" not in out
+    unknown = LTX2Loss(None).prepare_batch(None, {**batch, "clip_fps": torch.tensor([0.0])}, "cpu", cached=True)
+    assert unknown["fps"] == 24.0  # an image or a container without a rate: the pipeline's

@@ -68,3 +68,14 @@ def test_a_batch_of_clips_at_several_frame_rates_is_said():
     assert line.startswith("frame rates: the clips come at 2 rates (24, 30 fps); a batch of 2 places")
     assert notes.sample_notes(ltx2_cfg("m", audio="off", train_batch_size=1), clips) == []
     assert notes.sample_notes(ltx2_cfg("m", audio="off", train_batch_size=2), clips[::2]) == []
+
+
+def test_a_caption_length_off_the_registers_is_refused_before_anything_loads(tiny_folder):
+    """The tiny connectors have 8 registers (LTX-2's 128, read from the catalogue for the Hub id)."""
+    from dit_lora.families.ltx2.model import check_caption_length
+
+    check_caption_length(ltx2_cfg(tiny_folder, max_sequence_length=64))
+    with pytest.raises(UserError, match=r"--max_sequence_length 60 is not a multiple of 8, .* Use 64\."):
+        check_caption_length(ltx2_cfg(tiny_folder, max_sequence_length=60))
+    with pytest.raises(UserError, match=r"--max_sequence_length 300 is not a multiple of 128, .* Use 256\."):
+        get_family("ltx2").model.validate_config(ltx2_cfg("Lightricks/LTX-2", max_sequence_length=300))
