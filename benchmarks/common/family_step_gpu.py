@@ -7,6 +7,7 @@ laid out as the Hub has it, real architecture and depth, random weights.
     python benchmarks/common/family_step_gpu.py --family wan --out wan.json            # Wan 2.1 1.3B, 81x480x832
     python benchmarks/common/family_step_gpu.py --family wan --model Wan-AI/Wan2.2-T2V-A14B-Diffusers --layers 2 \\
         --extra "--wan_expert both"                                                    # the expert swap on CUDA
+    python benchmarks/common/family_step_gpu.py --family ltx2 --extra "--quantize_base fp8_scaled ..."  # LTX-2 + sound
     python benchmarks/common/family_step_gpu.py --family flux --smoke                  # CPU: tiny, checks the script
 
 What it measures, next to the bare transformer steps (``sana/step_gpu.py``, ``wan/step_gpu.py``): everything the
@@ -40,7 +41,10 @@ FAMILIES = {
     "wan": ("Wan-AI/Wan2.1-T2V-1.3B-Diffusers", True, (81, 480, 832)),
     "flux": ("black-forest-labs/FLUX.1-dev", False, (1, 1024, 1024)),
     "chroma": ("lodestones/Chroma1-HD", False, (1, 1024, 1024)),
+    "ltx2": ("Lightricks/LTX-2", True, (121, 512, 768)),
 }
+#: the clips' frame rate and sound per video family (LTX-2 trains its audio: each clip gets a tone)
+CLIPS = {"wan": (16, "none"), "ltx2": (24, "tones")}
 
 
 def build_folder(root: Path, family: str, model: str, layers: int | None) -> Path:
@@ -52,6 +56,10 @@ def build_folder(root: Path, family: str, model: str, layers: int | None) -> Pat
         from real_layout import wan_pipeline
 
         return wan_pipeline(root, model, layers=layers or config["num_layers"])
+    if family == "ltx2":
+        from ltx2_layout import ltx2_pipeline
+
+        return ltx2_pipeline(root, model, layers=layers)
     from flux_layout import chroma_pipeline, dev_pipeline
 
     double, single = config["num_layers"], config["num_single_layers"]
@@ -59,13 +67,15 @@ def build_folder(root: Path, family: str, model: str, layers: int | None) -> Pat
     return (dev_pipeline if family == "flux" else chroma_pipeline)(root, depth=depth)
 
 
-def build_data(root: Path, video: bool, frames: int, height: int, width: int) -> Path:
-    """Four training examples at the asked size: clips for a video family, images for an image family."""
-    if video:
+def build_data(root: Path, family: str, frames: int, height: int, width: int) -> Path:
+    """Four training examples at the asked size: clips for a video family (with a tone each where the family trains
+    sound), images for an image family."""
+    if FAMILIES[family][1]:
         from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
+        fps, sound = CLIPS[family]
         return make_moving_square_dataset(root / "clips", n=4, num_frames=frames, size=max(height, width) // 2,
-                                          fps=16, seed=0)
+                                          fps=fps, seed=0, sound=sound)
     import numpy as np
     from PIL import Image
 
@@ -141,16 +151,17 @@ def main() -> int:
         return 0
     if args.smoke:
         args.layers, args.steps, args.warmup = 1, 3, 0
-        args.frames, args.height, args.width = (5, 64, 64) if video else (1, 64, 64)
+        args.frames, args.height, args.width = (9 if args.family == "ltx2" else 5, 64, 64) if video else (1, 64, 64)
         # a short caption for an image family: T5's 512 tokens over 3072-wide blocks were most of a CPU smoke
-        args.extra = (args.extra + " --mixed_precision no" + (" --rank 4" if video else " --max_sequence_length 16"))
+        args.extra = (args.extra + " --mixed_precision no" + (" --rank 4" if video else " --max_sequence_length 16")
+                      + (" --max_sequence_length 128" if args.family == "ltx2" else ""))
         args.extra = args.extra.strip()
     elif not torch.cuda.is_available():
         print("common/family_step_gpu.py: no CUDA device (use --smoke on a CPU).", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.folder) if args.folder else build_folder(Path(tmp), args.family, args.model, args.layers)
-        data = build_data(Path(tmp), video, args.frames, args.height, args.width)
+        data = build_data(Path(tmp), args.family, args.frames, args.height, args.width)
         row = _row(args, run(args.family, folder, data, Path(tmp) / "out", args))
     print(json.dumps(row, indent=1))
     if args.out:

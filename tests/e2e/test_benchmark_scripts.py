@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow  # each runs a benchmark script end to end (the GP
 
 @pytest.mark.parametrize("script", ["sana/step_gpu.py", "cogvideox/step_gpu.py", "videollm/step_gpu.py",
                                     "wan/step_gpu.py", "wan/kernels_gpu.py", "common/family_step_gpu.py",
-                                    "common/family_step_gpu.py --family flux"])
+                                    "common/family_step_gpu.py --family flux", "hunyuanvideo15/step_gpu.py"])
 def test_gpu_benchmark_smoke(script):
     script, *args = script.split()
     proc = run_script(ROOT / "benchmarks" / script, [*args, "--smoke"], timeout=300)
