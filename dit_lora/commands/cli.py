@@ -357,7 +357,7 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
     )
     cfg, spec, chosen = resolved.config, resolved.spec, resolved.defaults
     assert chosen is not None  # parsing refuses a run without a model, and a named model's defaults are chosen
-    plan = make_plan(cfg, spec, device=args.device, num_processes=args.num_processes, entry=chosen.entry)
+    plan = make_plan(cfg, spec, device=args.device, num_processes=args.num_processes, entry=chosen.entry, cache=True)
     card = None
     if args.gpu_memory:
         capacity, card = parse_memory(args.gpu_memory), f"--gpu_memory {args.gpu_memory}"

@@ -23,12 +23,14 @@ def make_plan(
     both_settings: bool = True,
     capacity: int | None = None,
     engine: str = "ddp",
+    cache: bool = False,
 ) -> Plan:
     """The plan of ``cfg`` as the family of ``spec`` would train it (``entry``: the matched catalogue entry, if any).
 
     ``both_settings``: trace with and without activation checkpointing; else the run's own setting, and the other
     as well when the peak exceeds ``capacity`` (see :func:`~.estimate.plan_run`). ``engine``: ``"ddp"`` or
-    ``"fsdp2"`` (the trained model sharded over ``num_processes``).
+    ``"fsdp2"`` (the trained model sharded over ``num_processes``). ``cache``: reuse and keep the step traces
+    (:mod:`.trace_cache`).
     """
     return plan_run(
         cfg,
@@ -40,6 +42,7 @@ def make_plan(
         both_settings=both_settings,
         capacity=capacity,
         engine=engine,
+        cache=cache,
     )
 
 

@@ -62,6 +62,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import os
 import platform
 import types
@@ -80,7 +81,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.modeling import block_swap, cache_parking, quantize
 from dit_lora.modeling.trainables import attach_trainables
 from dit_lora.output.report import load_pyplot
-from dit_lora.plan import resident
+from dit_lora.plan import resident, trace_cache
 from dit_lora.plan.fake import (
     LiveBytes,
     ReadTensors,
@@ -441,6 +442,38 @@ def _traces(
     return out, encode_peak, read_share
 
 
+def _check_engine(engine: str) -> None:
+    if engine not in ("ddp", "fsdp2"):
+        raise ValueError(f"engine must be 'ddp' or 'fsdp2', not {engine!r}")
+
+
+def _tracer(spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, cache: bool):
+    """``traces(settings, shares=...)``: :func:`_kept_traces` with ``cache`` (unless ``DIT_LORA_PLAN_CACHE=0``), else
+    :func:`_traces`."""
+    return functools.partial(_kept_traces if cache and trace_cache.enabled() else _traces, spec, cfg, read, full_depth)
+
+
+def _kept_traces(
+    spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...], *, shares: bool = True
+) -> tuple[list[StepTrace], int, dict[str, float]]:
+    """:func:`_traces`, taken from :mod:`.trace_cache` when an earlier plan of the same inputs kept them."""
+    traced = {"depth": full_depth, "settings": list(settings), "shares": shares}
+    name = trace_cache.key(spec.name, cfg, traced)
+    kept = trace_cache.lookup(name, read, _decode_traces)
+    if kept is not None:
+        return kept
+    reader = trace_cache.RecordingReader(read)
+    steps, encode_peak, read_share = _traces(spec, cfg, reader, full_depth, settings, shares=shares)
+    result = {"steps": [dataclasses.asdict(s) for s in steps], "encode_peak": encode_peak, "read_share": read_share}
+    trace_cache.store(name, reader, result)
+    return steps, encode_peak, read_share
+
+
+def _decode_traces(kept: dict) -> tuple[list[StepTrace], int, dict[str, float]]:
+    steps = [StepTrace(**step) for step in kept["steps"]]
+    return steps, int(kept["encode_peak"]), {str(k): float(v) for k, v in kept["read_share"].items()}
+
+
 def _read_shares(comps, ids: set[int]) -> dict[str, float]:
     """Per component of ``comps``, the fraction of its weight bytes among the tensors ``ids`` (those an encode read)."""
     parts = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
@@ -612,6 +645,7 @@ def plan_run(
     both_settings: bool = True,
     capacity: int | None = None,
     engine: str = "ddp",
+    cache: bool = False,
 ) -> Plan:
     """Predict the peak memory per process and the FLOPs of one step of ``cfg`` (defaults already resolved).
 
@@ -621,10 +655,9 @@ def plan_run(
     ``both_settings`` traces the step with and without activation checkpointing (the table and its advice);
     without it only the run's own setting is traced (the start-of-run gate), and the other setting too when the
     plan's peak exceeds ``capacity`` (the device's bytes; None: never): the advice on what fits weighs both, and
-    the plan is still built once.
+    the plan is still built once. ``cache``: step traces through :mod:`.trace_cache` (the gate and ``dit-lora plan``).
     """
-    if engine not in ("ddp", "fsdp2"):
-        raise ValueError(f"engine must be 'ddp' or 'fsdp2', not {engine!r}")
+    _check_engine(engine)
     full_depth, sub = _depth(spec, cfg, read)
     comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
     checkpointing = attach_on_meta(comps.model, spec, cfg).checkpointing
@@ -634,7 +667,8 @@ def plan_run(
     swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
     cached = bool(comps.encoders) and cfg.data.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
-    steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings, shares=device == "cpu")
+    traces = _tracer(spec, cfg, read, full_depth, cache)
+    steps, encode_peak, read_share = traces(settings, shares=device == "cpu")
     quantized = cfg.model.quantize_base if quantize.enabled(cfg.model) else None
     # the base's say is cache_parked's (a lever may change the base): here the run's and the family's
     waits = cached and cache_parking.run_caches(cfg) and _family_lets_blocks_wait(spec, cfg)
@@ -677,7 +711,7 @@ def plan_run(
         swap_in_flight_bytes=swap["swap_in_flight_bytes"],
     )
     if len(settings) == 1 and capacity is not None and plan.peak_memory_bytes > capacity:
-        other, _, _ = _traces(spec, cfg, read, full_depth, (not checkpointing,), shares=False)
+        other, _, _ = traces((not checkpointing,), shares=False)
         plan.steps = sorted([*steps, *other], key=lambda step: step.checkpointing)  # as both_settings lists them
     return plan
 

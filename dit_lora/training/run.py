@@ -263,6 +263,7 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log,
             both_settings=False,
             capacity=capacity,
             engine=engine.name,
+            cache=True,
         )
     except QuantizeError:  # a refusal, not a planning problem
         raise

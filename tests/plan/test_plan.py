@@ -53,6 +53,7 @@ def _count_traces(monkeypatch) -> list[tuple[bool, ...]]:
     """The checkpointing settings of each step trace the plans make from here on."""
     from dit_lora.plan import estimate
 
+    monkeypatch.setenv("DIT_LORA_PLAN_CACHE", "0")  # the start-of-run gate would reuse traces kept earlier
     settings, real = [], estimate._traces
 
     def traces(family, cfg, read, full_depth, wanted, **kwargs):

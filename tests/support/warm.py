@@ -81,6 +81,17 @@ get_checkpoint_conversion_mapping("llama")
 for _name in available():
     _cls = get_spec(_name).info.pipeline_class_name
     getattr(diffusers, _cls, None) or getattr(transformers, _cls, None)
+# what every run's environment check imports (dit_lora/commands/doctor.py, IMPORT_CHECKED and the optional ones):
+# about half a second of each run otherwise
+import importlib
+for _name in ("datasets", "av", "triton", "bitsandbytes"):
+    try:
+        importlib.import_module(_name)
+    except Exception:
+        pass
+# the plan's trace cache key: this checkout's source, read once per zygote rather than once per run
+from dit_lora.plan.trace_cache import code_digest
+code_digest()
 """
 
 SERVER = r"""
