@@ -81,7 +81,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.modeling import block_swap, cache_parking, quantize
 from dit_lora.modeling.trainables import attach_trainables
 from dit_lora.output.report import load_pyplot
-from dit_lora.plan import resident, trace_cache
+from dit_lora.plan import host, resident, trace_cache
 from dit_lora.plan.fake import (
     LiveBytes,
     ReadTensors,
@@ -188,6 +188,11 @@ class Plan:
     #: the run's blocks wait in host memory while the cache is built (modeling/cache_parking.py) where the base
     #: allows it: a cached run whose family lets them (:meth:`cache_parked_bytes`)
     blocks_wait: bool = False
+    #: on an accelerator, the host memory (plan/host.py): per component the bytes its files hold, the components
+    #: converted at load (their loaded bytes), and an EMA kept in host memory (--ema_device cpu)
+    host_stored: dict[str, int] = field(default_factory=dict)
+    host_converted: dict[str, int] = field(default_factory=dict)
+    ema_host_bytes: int = 0
 
     def cache_parked_bytes(self) -> int:
         """The trained model's bytes the caching phase does not hold on the device (:func:`cache_parked`)."""
@@ -663,7 +668,6 @@ def plan_run(
     checkpointing = attach_on_meta(comps.model, spec, cfg).checkpointing
     quantizable = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
     weights, dequant, te_savings, nf4_savings = _weights(cfg, comps, quantizable)
-    text_encoder = comps.encoders.get("text_encoder")
     swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
     cached = bool(comps.encoders) and cfg.data.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
@@ -698,7 +702,8 @@ def plan_run(
         steps=steps,
         quantized=quantized,
         blocks_wait=waits,
-        text_encoder_quantized=bool(cfg.model.quantize_text_encoder and text_encoder is not None),
+        text_encoder_quantized=bool(cfg.model.quantize_text_encoder and "text_encoder" in comps.encoders),
+        **_host_fields(cfg, comps, device, sub, catalogue_entry),
         load_phase_bytes=load_phase,
         mapped=mapped,
         heap_factor=CPU_HEAP_FACTOR[False] if glibc_heap else 1.0,
@@ -731,6 +736,16 @@ def _cache_phase_weights(cfg: TrainConfig, spec, comps, weights: dict, swap: dic
     return cache_weights, load_phase, mapped
 
 
+def _host_fields(cfg: TrainConfig, comps, device: str, sub: str, catalogue_entry: str | None) -> dict[str, Any]:
+    """On an accelerator, what :mod:`.host` needs: the components' stored bytes and those converted at load."""
+    if device == "cpu":
+        return {}
+    modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
+    entry = by_hub_id(catalogue_entry or str(cfg.model.pretrained_model_name_or_path or ""))
+    stored, converted = host.stored_bytes(cfg.model, modules, sub, entry.stored_dtype if entry else None)
+    return {"host_stored": stored, "host_converted": converted}
+
+
 def _trainable_fields(cfg: TrainConfig, model, device: str, num_processes: int, engine: str) -> dict[str, Any]:
     """The plan's fields that follow from the trained parameters: their count, Adam's moments, the finite guard's
     snapshot, the EMA copy and DDP's gradient buckets."""
@@ -742,6 +757,9 @@ def _trainable_fields(cfg: TrainConfig, model, device: str, num_processes: int, 
         "optimizer_bytes": moments,
         "snapshot_bytes": trainable_bytes + moments if cfg.guards.finite_guard else 0,
         "ema_bytes": _ema_bytes(cfg, trainable, device),
+        "ema_host_bytes": _ema_bytes(cfg, trainable, "cpu")
+        if device != "cpu" and cfg.training.ema_device == "cpu"
+        else 0,
         "eight_bit_adam": cfg.training.use_8bit_adam,
         "ddp_bytes": trainable_bytes if num_processes > 1 and engine == "ddp" else 0,
     }

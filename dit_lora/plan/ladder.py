@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dit_lora.plan import levers
+from dit_lora.plan import host, levers
 from dit_lora.plan.estimate import Plan
 
 GIB = 2**30
@@ -361,7 +361,11 @@ def answer(ladder: Ladder) -> str:
     if chosen is not None and chosen.rung == RUNGS[0].name:
         return f"fits as given (predicted peak {_gib(chosen.peak)} of {_gib(ladder.capacity)}, {keeps})"
     if chosen is not None:
-        return f"flags to copy: {flags}{via} (predicted peak {_gib(chosen.peak)} of {_gib(ladder.capacity)}, {keeps})"
+        on_host = f"; host memory {host.summary(chosen.plan)}" if chosen.plan.device != "cpu" else ""
+        return (
+            f"flags to copy: {flags}{via} (predicted peak {_gib(chosen.peak)} of {_gib(ladder.capacity)}, {keeps}"
+            f"{on_host})"
+        )
     if ladder.narrow is not None:  # no lever keeps the margin: the lowest, said with its risk
         return (
             f"no lever the plan knows keeps its {GPU_ERROR:.0%} error free on {_gib(ladder.capacity)}; the lowest it "

@@ -8,7 +8,7 @@ import re
 import torch
 
 from dit_lora.core.errors import UserError
-from dit_lora.plan import ladder
+from dit_lora.plan import host, ladder
 from dit_lora.plan.estimate import Plan
 
 GIB = 2**30
@@ -49,6 +49,16 @@ def _quantized_label(plan: Plan, name: str) -> str:
     if name == "text_encoder" and plan.text_encoder_quantized:
         return " (Linear weights nf4-quantized)"
     return ""
+
+
+def _host_rows(plan: Plan) -> list[tuple[str, str]]:
+    """On an accelerator, the host memory (plan/host.py) a process needs, by phase."""
+    return [
+        ("host: model files mapped while loading (pages the system can drop)", _gib(host.mapped_bytes(plan))),
+        ("host: copies made while loading (converted weights, fp8 model)", _gib(host.copied_bytes(plan))),
+        ("host: pinned while training (swapped blocks, offloaded tensors, EMA)", _gib(host.training_bytes(plan))),
+        ("host memory (RAM) at its peak, with the process itself", host.summary(plan)),
+    ]
 
 
 def format_plan(plan: Plan, capacity: int | None = None, card: str | None = None) -> str:
@@ -110,6 +120,8 @@ def format_plan(plan: Plan, capacity: int | None = None, card: str | None = None
         ("predicted peak per process", _gib(plan.peak_memory_bytes)),
         ("FLOPs per optimizer update (forward + backward)", f"{plan.flops_per_update() / 1e12:.2f} TFLOP"),
     ]
+    if plan.device != "cpu":
+        rows += _host_rows(plan)
     width = max(len(k) for k, _ in rows)
     lines = [head] + [f"  {k:<{width}}  {v}" for k, v in rows]
     if capacity is not None and card is not None:
