@@ -16,7 +16,7 @@ RESULTS = BENCHMARKS / "RESULTS.md"
 #: a path RESULTS.md names: ``benchmarks/<file>`` in a command or a heading, or ``<folder>/<file>`` in text
 NAMED = re.compile(r"(?<![\w/.-])(benchmarks/)?((?:[a-z_]+/)*[\w.-]+\.(?:py|json|sh))")
 #: the file table's rows: | `folder/` | `file`, `file` | what |  (a blank folder cell continues the one above)
-ROW = re.compile(r"^\| (`[a-z_]+/`)? ?\| ((?:`[\w.-]+`(?:, )?)+) \|", re.MULTILINE)
+ROW = re.compile(r"^\| (`[a-z0-9_]+/`)? ?\| ((?:`[\w.-]+`(?:, )?)+) \|", re.MULTILINE)
 
 
 def _files() -> set[str]:

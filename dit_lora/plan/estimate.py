@@ -81,7 +81,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.modeling import block_swap, cache_parking, quantize
 from dit_lora.modeling.trainables import attach_trainables
 from dit_lora.output.report import load_pyplot
-from dit_lora.plan import host, resident, trace_cache
+from dit_lora.plan import resident, trace_cache
 from dit_lora.plan.fake import (
     LiveBytes,
     ReadTensors,
@@ -742,7 +742,7 @@ def _host_fields(cfg: TrainConfig, comps, device: str, sub: str, catalogue_entry
         return {}
     modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
     entry = by_hub_id(catalogue_entry or str(cfg.model.pretrained_model_name_or_path or ""))
-    stored, converted = host.stored_bytes(cfg.model, modules, sub, entry.stored_dtype if entry else None)
+    stored, converted = resident.stored_bytes(cfg.model, modules, sub, entry.stored_dtype if entry else None)
     return {"host_stored": stored, "host_converted": converted}
 
 

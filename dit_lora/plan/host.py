@@ -21,12 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
-from dit_lora.plan import resident
-
 if TYPE_CHECKING:
-    from dit_lora.config.schema import ModelOptions
     from dit_lora.plan.estimate import Plan
 
 GIB = 2**30
@@ -36,35 +31,6 @@ GIB = 2**30
 PROCESS_BYTES = 2 * GIB
 #: --quantize_base / --quantize_text_encoder schemes bitsandbytes applies while loading onto the device
 LOADED_ON_DEVICE = ("nf4", "int8")
-
-
-def stored_bytes(
-    model: ModelOptions, modules: dict[str, torch.nn.Module], subfolder: str, catalogue_dtype: str | None
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Per component, the bytes its files hold (the folder's headers; the catalogue's dtype for a Hub id not
-    downloaded; else its size as loaded), and the components converted at load with their loaded bytes."""
-    stored, converted = {}, {}
-    for name, module in modules.items():
-        found = resident.stored_component(
-            str(model.pretrained_model_name_or_path),
-            subfolder if name == "model" else name,
-            module,
-            variant=model.variant,
-            catalogue_dtype=catalogue_dtype if name == "model" else None,
-        )
-        loaded = sum(t.numel() * t.element_size() for t in {id(t): t for t in _tensors(module)}.values())
-        if found is None:
-            stored[name] = loaded
-            continue
-        stored[name] = min(found.nbytes, resident.stored_as(module, found.dtype).nbytes)
-        if found.dtype != resident.loaded_dtype(module):
-            converted[name] = loaded
-    return stored, converted
-
-
-def _tensors(module: torch.nn.Module) -> list[torch.Tensor]:
-    """The tensors a load reads: frozen parameters and buffers (the planned model carries its trainables too)."""
-    return [*(p for p in module.parameters() if not p.requires_grad), *module.buffers()]
 
 
 def mapped_bytes(plan: Plan) -> int:

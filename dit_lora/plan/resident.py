@@ -16,10 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from dit_lora.modelfiles.pipeline_files import SAFETENSORS_DTYPES, header_bytes, is_local, weight_files
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import ModelOptions
 
 #: safetensors dtype names -> bytes per element
 _ITEMSIZE = {
@@ -112,3 +116,33 @@ def touched_bytes(module: torch.nn.Module, read_ids: set[int]) -> int:
             seen.add(id(t))
             total += t.numel() * t.element_size()
     return total
+
+
+def stored_bytes(
+    model: ModelOptions, modules: dict[str, torch.nn.Module], subfolder: str, catalogue_dtype: str | None
+) -> tuple[dict[str, int], dict[str, int]]:
+    """For the host memory on an accelerator (plan/host.py): per component, the bytes its files hold (the folder's
+    headers; the catalogue's dtype for a Hub id not downloaded; else its size as loaded), and the components
+    converted at load with their loaded bytes."""
+    stored, converted = {}, {}
+    for name, module in modules.items():
+        found = stored_component(
+            str(model.pretrained_model_name_or_path),
+            subfolder if name == "model" else name,
+            module,
+            variant=model.variant,
+            catalogue_dtype=catalogue_dtype if name == "model" else None,
+        )
+        loaded = sum(t.numel() * t.element_size() for t in {id(t): t for t in _tensors(module)}.values())
+        if found is None:
+            stored[name] = loaded
+            continue
+        stored[name] = min(found.nbytes, stored_as(module, found.dtype).nbytes)
+        if found.dtype != loaded_dtype(module):
+            converted[name] = loaded
+    return stored, converted
+
+
+def _tensors(module: torch.nn.Module) -> list[torch.Tensor]:
+    """The tensors a load reads: frozen parameters and buffers (the planned model carries its trainables too)."""
+    return [*(p for p in module.parameters() if not p.requires_grad), *module.buffers()]
