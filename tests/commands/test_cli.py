@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from helpers import ROOT
+
 from dit_lora.commands.cli import _build_parser, main
 
 
@@ -160,20 +160,10 @@ def test_plan_num_gpus_is_num_processes_and_json_carries_the_ladder(monkeypatch,
     narrowed to two blocks, read as the plan reads a model's configs)."""
     import json
 
-    from dit_lora.catalogue import by_hub_id, defaults
+    from plan_readers import stand_in_configs
 
-    configs = by_hub_id("facebook/DiT-XL-2-256").configs
-
-    def reader(model):
-        def read(subfolder, filename):
-            found = configs.get(f"{subfolder}/{filename}")
-            if found is not None and subfolder == "transformer":
-                found = {**found, "num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 16}
-            return found
-
-        return read
-
-    monkeypatch.setattr(defaults, "config_reader", reader)
+    stand_in_configs(monkeypatch, "facebook/DiT-XL-2-256",
+                     {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 16})
     from dit_lora.commands.cli import _build_parser
 
     for flag in ("--num_gpus", "--num_processes"):

@@ -1,12 +1,12 @@
 """plan/__init__.py: ``make_plan`` plans a resolved config from the model's own config files (no weights)."""
 
 import pytest
+from plan_readers import stand_in_configs
 
-from dit_lora.catalogue import by_hub_id
-from dit_lora.catalogue import defaults
+from dit_lora.catalogue import by_hub_id, defaults
 from dit_lora.config import TrainConfig
-from dit_lora.registry import get_family
 from dit_lora.plan import Plan, make_plan
+from dit_lora.registry import get_family
 
 HUB_ID = "facebook/DiT-XL-2-256"
 
@@ -14,20 +14,8 @@ HUB_ID = "facebook/DiT-XL-2-256"
 @pytest.fixture
 def narrow_dit(monkeypatch):
     """DiT-XL-2-256's published configs, two narrow blocks deep, read as ``make_plan`` reads a model folder."""
-    configs = by_hub_id(HUB_ID).configs
     asked = []
-
-    def reader(model):
-        asked.append(model.pretrained_model_name_or_path)
-
-        def read(subfolder, filename):
-            found = configs.get(f"{subfolder}/{filename}")
-            if found is not None and subfolder == "transformer":
-                found = {**found, "num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 16}
-            return found
-        return read
-
-    monkeypatch.setattr(defaults, "config_reader", reader)
+    stand_in_configs(monkeypatch, HUB_ID, {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 16}, asked)
     return asked
 
 
@@ -201,16 +189,8 @@ def test_the_plan_counts_8bit_adam_as_the_run_allocates_it(monkeypatch):
     ai-toolkit's and diffusion-pipe's adamw8bit settings over a card they fit."""
     from dit_lora.plan.report import format_plan
 
-    configs = by_hub_id(HUB_ID).configs
-    wide = {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 64}  # 128-wide: rank 32 is 4,096 each
-
-    def reader(model):
-        def read(subfolder, filename):
-            found = configs.get(f"{subfolder}/{filename}")
-            return {**found, **wide} if found is not None and subfolder == "transformer" else found
-        return read
-
-    monkeypatch.setattr(defaults, "config_reader", reader)
+    # 128-wide: rank 32 is 4,096 each
+    stand_in_configs(monkeypatch, HUB_ID, {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 64})
     common = dict(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1, rank=32)
     plain, eight = (make_plan(TrainConfig(**common, use_8bit_adam=on), get_family("dit"), device="cuda",
                               both_settings=False) for on in (False, True))

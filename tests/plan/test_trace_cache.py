@@ -5,8 +5,8 @@ plan."""
 import json
 
 import pytest
+from plan_readers import stand_in_configs
 
-from dit_lora.catalogue import by_hub_id, defaults
 from dit_lora.config import TrainConfig
 from dit_lora.plan import estimate, make_plan, trace_cache
 from dit_lora.registry import get_family
@@ -20,16 +20,7 @@ def dit(monkeypatch, tmp_path):
     ``tmp_path``; returns the blocks' config (edit it to change what the reader gives) and the traces made."""
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("DIT_LORA_PLAN_CACHE", raising=False)
-    configs = by_hub_id(HUB_ID).configs
-    blocks = {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 16}
-
-    def reader(model):
-        def read(subfolder, filename):
-            found = configs.get(f"{subfolder}/{filename}")
-            return {**found, **blocks} if found is not None and subfolder == "transformer" else found
-        return read
-
-    monkeypatch.setattr(defaults, "config_reader", reader)
+    blocks = stand_in_configs(monkeypatch, HUB_ID, {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 16})
     made, real = [], estimate._traces
     monkeypatch.setattr(estimate, "_traces", lambda *a, **k: made.append(a[4]) or real(*a, **k))
     return blocks, made
