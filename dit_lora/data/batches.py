@@ -240,9 +240,15 @@ class RawImageDataset(torch.utils.data.Dataset):
         return out
 
 
+#: a raw clip batch's frame rates (per clip, 0: an image or a rate the container does not give), as the cached
+#: batches of a family that records them carry them (LTX-2 places its tokens in time by it)
+CLIP_FPS = "clip_fps"
+
+
 class RawVideoDataset(torch.utils.data.Dataset):
     """Decodes clips on the fly to their bucket (used with --cache_latents false for video families); an image
-    among them is a one-frame clip, decoded within ``max_pixels`` (:func:`~dit_lora.data.video.decode_clip`)."""
+    among them is a one-frame clip, decoded within ``max_pixels`` (:func:`~dit_lora.data.video.decode_clip`). Each
+    item also carries its clip's frame rate (:data:`CLIP_FPS`)."""
 
     def __init__(self, samples: list, frame_sampling: FrameStart, max_pixels: int | None = None):
         self.samples, self.frame_sampling, self.max_pixels = samples, frame_sampling, max_pixels
@@ -257,7 +263,8 @@ class RawVideoDataset(torch.utils.data.Dataset):
         pixels = decode_clip(sample.path, frames, height, width, start=self.frame_sampling, max_pixels=self.max_pixels)
         if flip:
             pixels = pixels.flip(-1)
-        return {"pixel_values": pixels, "caption": "" if drop else sample.caption, "sample_index": index}
+        fps = torch.tensor(float(getattr(sample, "source_fps", 0.0) or 0.0))
+        return {"pixel_values": pixels, "caption": "" if drop else sample.caption, "sample_index": index, CLIP_FPS: fps}
 
 
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:

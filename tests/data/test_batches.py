@@ -111,7 +111,7 @@ def test_epoch_loader_starts_at_the_batch_and_leaves_the_global_rng_alone():
 def test_raw_video_dataset_gives_an_image_as_a_flippable_one_frame_clip(tmp_path):
     from PIL import Image
 
-    from dit_lora.data.batches import RawVideoDataset
+    from dit_lora.data.batches import CLIP_FPS, RawVideoDataset
     from dit_lora.data.video import VideoSample
 
     pixels = torch.arange(24 * 40 * 3, dtype=torch.int64).reshape(24, 40, 3) % 251
@@ -121,6 +121,7 @@ def test_raw_video_dataset_gives_an_image_as_a_flippable_one_frame_clip(tmp_path
     plain, flipped = dataset[(0, False)], dataset[(0, True)]
     assert plain["pixel_values"].shape == (1, 3, 16, 16) and plain["caption"] == "a still"
     assert torch.equal(flipped["pixel_values"], plain["pixel_values"].flip(-1))
+    assert plain[CLIP_FPS].item() == 0.0  # an image: no frame rate (a clip carries its own: tests/families/ltx2)
     assert not torch.equal(flipped["pixel_values"], plain["pixel_values"])
     with pytest.raises(ValueError, match="beyond"):  # the budget is the run's, not the decoder's default
         RawVideoDataset([sample], "uniform", max_pixels=24 * 40 - 1)[(0, False)]

@@ -13,6 +13,7 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
+from dit_lora.data.batches import CLIP_FPS
 from dit_lora.families.diffusion.clip_audio import audio_entries
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.conditioning import inspect_clips
@@ -30,7 +31,7 @@ max_sequence_length = CaptionLength(TEXT_LEN)
 #: the cached conditioning of a caption: the connectors' video and audio embeddings and their mask
 CAPTION_KEYS = ("prompt_embeds", "audio_prompt_embeds", "prompt_attention_mask")
 #: the cache key of each clip's own frame rate (its video positions and the span of its sound)
-FPS = "clip_fps"
+FPS = CLIP_FPS  # the cached batches' key is the raw clip batches' (data/batches.py)
 
 
 def connector_embeddings(

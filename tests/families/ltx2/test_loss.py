@@ -195,3 +195,25 @@ def test_the_clips_frame_rate_is_read_on_the_host_and_never_moved():
     assert out["fps"] == 30.0 and "clip_fps" not in out
     unknown = LTX2Loss(None).prepare_batch(None, {**batch, "clip_fps": torch.tensor([0.0])}, "cpu", cached=True)
     assert unknown["fps"] == 24.0  # an image or a container without a rate: the pipeline's
+
+
+def test_uncached_clips_are_placed_at_their_own_frame_rate(tiny, tmp_path):
+    """--cache_latents false (--audio off): the raw batch carries each clip's rate, as a cached one does, and the
+    step places the tokens by it, not at the pipeline's 24 fps."""
+    from audio_clips import write_clip
+
+    from dit_lora.data.batches import RawVideoDataset, collate
+    from dit_lora.data.video import VideoSample
+
+    cfg = ltx2_cfg("x", audio="off", cache_latents=False, max_sequence_length=16)
+    extra = {"audio_vae": tiny["audio_vae"], "connectors": tiny["connectors"]}
+    comps = make_components(cfg, tiny["transformer"], tiny["vae"], tiny["text_encoder"], extra, {}, "cpu")
+    comps.encoders["tokenizer"] = tiny["tokenizer"]  # an uncached step encodes its captions
+    comps.state.text = TextSettings(max_sequence_length=16)
+    clip = write_clip(tmp_path / "a.mp4", seconds=2.0, fps=8, tone=None)
+    sample = VideoSample(key="a.mp4", caption="a red square", path=str(clip), bucket=(9, 64, 64), source_fps=8.0)
+    batch = collate([RawVideoDataset([sample], "first")[(0, False)]])
+    from dit_lora.registry import get_spec
+
+    out = get_spec("ltx2").loss.prepare_batch(comps, batch, "cpu", cached=False)
+    assert out["fps"] == 8.0 and "clip_fps" not in out and out["latents"].shape[2] == 3
