@@ -7,7 +7,7 @@ builds the traced model and its batches, so it is kept, as JSON, under a key of 
 * every option except those that never reach a trace (:data:`NOT_TRACED`: folders, logging, schedules, the
   optimizer's scalars, validation, checkpoints, the Hub, the guard), and the family's own options;
 * the model: a local folder's every file but its weights (by content, so two copies of a folder share), else the
-  Hub id and revision;
+  Hub id, the revision and the commit of the snapshot the Hub cache holds;
 * the family, the depths and settings traced (a trace runs on fake tensors: the device is not in it);
 * this dit-lora's own source (every ``.py`` and ``.json`` file of the package) and the versions of torch, diffusers,
   transformers and peft.
@@ -140,15 +140,31 @@ def code_digest() -> str:
 
 
 def _model_identity(model: Any) -> Any:
-    """A local folder by its files' content (weights left out); else the Hub id and revision as given."""
+    """A local folder by its files' content (weights left out); else the Hub id, the revision as given and the
+    commit of the snapshot the Hub cache holds (a newer download is a new key even for files the plan reads
+    outside its config reader)."""
     path = Path(str(model.pretrained_model_name_or_path or ""))
     if not path.is_dir():
-        return [str(model.pretrained_model_name_or_path), model.revision]
+        return [str(model.pretrained_model_name_or_path), model.revision, _cached_snapshot(model)]
     digest = hashlib.sha256()
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         if file.suffix not in WEIGHT_SUFFIXES and not file.name.startswith("."):
             digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def _cached_snapshot(model: Any) -> str | None:
+    """The commit folder of the Hub cache's snapshot of ``model`` (None: not downloaded)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    for name in ("model_index.json", "config.json"):
+        try:
+            found = try_to_load_from_cache(str(model.pretrained_model_name_or_path), name, revision=model.revision)
+        except ValueError:  # not a Hub id (a missing local path): nothing cached under it
+            return None
+        if isinstance(found, str):
+            return Path(found).parent.name
+    return None
 
 
 def key(family: str, cfg: Any, traced: dict[str, Any]) -> str:

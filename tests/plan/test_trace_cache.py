@@ -79,7 +79,22 @@ def test_a_local_folder_is_keyed_by_its_files_not_its_path(tmp_path):
     assert identity(SimpleNamespace(pretrained_model_name_or_path=one)) != identity(
         SimpleNamespace(pretrained_model_name_or_path=two))
     hub = SimpleNamespace(pretrained_model_name_or_path=HUB_ID, revision=None)
-    assert identity(hub) == [HUB_ID, None]
+    assert identity(hub) == [HUB_ID, None, None]  # not downloaded
+
+
+def test_a_hub_id_is_keyed_by_the_snapshot_its_cache_holds(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub = SimpleNamespace(pretrained_model_name_or_path=HUB_ID, revision=None)
+    repo = tmp_path / "hub" / ("models--" + HUB_ID.replace("/", "--"))
+    for commit in ("a" * 40, "b" * 40):  # a download, then a newer one: the cache's main ref moves
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "model_index.json").write_text("{}")
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / "main").write_text(commit)
+        monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+        assert trace_cache._model_identity(hub) == [HUB_ID, None, commit]
 
 
 def test_a_damaged_entry_is_traced_again_and_rewritten(dit):
