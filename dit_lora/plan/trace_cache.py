@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from dit_lora.core.fileio import atomic_write
+from dit_lora.data.cache import default_cache_root
 
 #: bump when an entry's layout changes
 VERSION = 1
@@ -114,8 +115,7 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".ms
 
 def cache_dir() -> Path:
     """``$HF_HOME/dit-lora/plans`` or ``~/.cache/dit-lora/plans`` (beside the latent cache's default root)."""
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(home) / "dit-lora" / "plans"
+    return default_cache_root().parent / "plans"
 
 
 def enabled() -> bool:
