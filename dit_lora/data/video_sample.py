@@ -68,15 +68,21 @@ class VideoSample:
     #: sampling rate (``--frame_sampling``) is measured on
     source_frames: int = 0
     source_fps: float = 0.0
+    #: the files of the clips it is conditioned on besides its caption (an in-context model's reference clip, named by
+    #: a metadata column the family reads), absolute paths inside the data folder; hashed into :meth:`content_id`
+    conditions: tuple[str, ...] = ()
 
     def content_id(self) -> str:
-        """sha256 hex digest of the clip's file bytes plus the caption.
+        """sha256 hex digest of the clip's file bytes plus the caption (plus the bytes of each of its
+        :attr:`conditions`: a changed reference clip is a new cache entry).
 
         Exactly :meth:`RawSample.content_id`'s scheme for a file (its size as 8 little-endian bytes,
         the bytes, then the length-prefixed UTF-8 caption), computed by that very method, so a
         cache keyed on it treats images and videos alike and survives renames.
         """
-        return RawSample(key=self.key, caption=self.caption, path=self.path, refused=self.refused).content_id()
+        return RawSample(
+            key=self.key, caption=self.caption, path=self.path, refused=self.refused, conditions=self.conditions
+        ).content_id()
 
     def cache_key(self) -> str:
         """What names this clip's latent-cache entry: its content id plus its bucket, ``<sha256>:FxHxW``.

@@ -249,7 +249,8 @@ def test_a_folder_of_another_task_of_the_family_is_refused_or_trained_as_declare
     declared = {(n, c) for n, c, _ in pairs if c in get_spec(n).info.also_trains_folders_of}
     assert declared == {("wan_i2v", "WanPipeline"), ("sanavideo", "SanaImageToVideoPipeline"),
                         ("sanavideo_i2v", "SanaVideoPipeline"), ("ltx2", "LTX2ImageToVideoPipeline"),
-                        ("ltx2_i2v", "LTX2Pipeline")}
+                        ("ltx2_i2v", "LTX2Pipeline"), ("ltx2_ic", "LTX2Pipeline"),
+                        ("ltx2_ic", "LTX2ImageToVideoPipeline")}
 
 
 @pytest.mark.parametrize("family,cls,what,fix", [

@@ -223,7 +223,7 @@ _CALL_FRAMES: list[tuple[dict[str, int], bool]] = []
 def user_inputs(code: str, data: Path, scratch: Path) -> dict[str, Path]:
     """The files a snippet reads that a user brings, taken from the run's data (a file, or a folder): each relative
     ``load_image("NAME")`` an image of the data (a clip's data: a frame of its first clip, written in ``scratch``),
-    ``"clip.mp4"`` a clip."""
+    ``"clip.mp4"`` a clip, ``"reference.mp4"`` a reference clip (``references/``) of an in-context data set."""
     folder = data if data.is_dir() else data.parent
     inputs: dict[str, Path] = {}
     for name in re.findall(r"""load_image\(["']([^"'/]+)["']\)""", code):
@@ -231,6 +231,9 @@ def user_inputs(code: str, data: Path, scratch: Path) -> dict[str, Path]:
         inputs[name] = images[0] if images else _first_frame(sorted(folder.rglob("*.mp4"))[0], scratch / name)
     if re.search(r"""["']clip\.mp4["']""", code):
         inputs["clip.mp4"] = sorted(folder.rglob("*.mp4"))[0]
+    if re.search(r"""["']reference\.mp4["']""", code):  # an in-context card's: a reference clip of the data
+        clips = sorted(folder.rglob("*.mp4"))
+        inputs["reference.mp4"] = next((c for c in clips if c.parent.name == "references"), clips[0])
     return inputs
 
 

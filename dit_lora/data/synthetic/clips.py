@@ -51,7 +51,11 @@ SOUNDS = ("none", "tones", "mixed")
 _BACKGROUND = (20, 20, 20)
 
 
-def _frames(color: tuple[int, int, int], direction: str, num_frames: int, size: int) -> list[np.ndarray]:
+def _frames(
+    color: tuple[int, int, int], direction: str, num_frames: int, size: int, outline: bool = False
+) -> list[np.ndarray]:
+    """The square's frames; ``outline``: its edges alone, white on black (an edge map, what an in-context
+    LoRA's reference clip often is)."""
     side = max(4, size // 4)
     travel = size - side
     frames = []
@@ -63,8 +67,10 @@ def _frames(color: tuple[int, int, int], direction: str, num_frames: int, size: 
         mid = (size - side) // 2
         x, y = (pos, mid) if direction in ("left to right", "right to left") else (mid, pos)
         frame = np.empty((size, size, 3), dtype=np.uint8)
-        frame[:] = _BACKGROUND
-        frame[y : y + side, x : x + side] = color
+        frame[:] = 0 if outline else _BACKGROUND
+        frame[y : y + side, x : x + side] = 255 if outline else color
+        if outline:
+            frame[y + 2 : y + side - 2, x + 2 : x + side - 2] = 0
         frames.append(frame)
     return frames
 
@@ -79,9 +85,11 @@ def write_moving_square_clip(
     fps: int = 8,
     tone: float | None = None,
     audio_rate: int = 16000,
+    outline: bool = False,
 ) -> Path:
     """Encode one ``size`` x ``size`` clip of ``num_frames`` frames at ``fps`` to ``path`` (MP4); with ``tone``, an
-    AAC track of a sine at ``tone`` Hz (amplitude 0.5, stereo, ``audio_rate``) over the frames' span."""
+    AAC track of a sine at ``tone`` Hz (amplitude 0.5, stereo, ``audio_rate``) over the frames' span; ``outline``:
+    the square's edges alone, white on black."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     if size % 2:
@@ -94,7 +102,7 @@ def write_moving_square_clip(
         t = np.arange(round(num_frames / fps * audio_rate)) / audio_rate
         wave = (0.5 * np.sin(2 * np.pi * tone * t)).astype(np.float32)
         audio = (np.stack([wave, wave]), audio_rate)
-    frames = _frames(CLIP_COLORS[color], direction, num_frames, size)
+    frames = _frames(CLIP_COLORS[color], direction, num_frames, size, outline)
     return write_video(frames, path, fps=fps, crf=12, faststart=True, audio=audio)
 
 
@@ -107,11 +115,13 @@ def make_moving_square_dataset(
     seed: int = 0,
     layout: str = "metadata",
     sound: str = "none",
+    references: bool = False,
 ) -> Path:
     """Write ``n`` moving-square clips and their captions into folder ``root`` (created if needed).
 
     ``sound``: ``"none"`` (no audio track), ``"tones"`` (each clip its colour's tone, :data:`CLIP_TONES`) or
-    ``"mixed"`` (the tone on clips 0, 2, 4 ..., no track on the others).
+    ``"mixed"`` (the tone on clips 0, 2, 4 ..., no track on the others). ``references``: each clip's reference clip
+    too, its square's moving outline (``references/``, named in the rows' ``reference_path``: an in-context data set).
 
     ``layout="metadata"`` writes ``metadata.jsonl`` (``file_name``, ``text``); ``layout="txt"``
     writes ``prompts.txt`` and ``videos.txt`` (one line per clip, paired by line). Colour and
@@ -147,10 +157,16 @@ def make_moving_square_dataset(
                 tone=CLIP_TONES[color] if sounding else None,
             )
         rows.append((name, f"a {color} square moving {direction}"))
+        if references:
+            (root / "references").mkdir(exist_ok=True)
+            write_moving_square_clip(
+                root / "references" / name, direction=direction, num_frames=num_frames, size=size, fps=fps, outline=True
+            )
     if layout == "metadata":
         with open(root / "metadata.jsonl", "w", encoding="utf-8") as handle:
             for name, text in rows:
-                handle.write(json.dumps({"file_name": name, "text": text}) + "\n")
+                extra = {"reference_path": f"references/{name}"} if references else {}
+                handle.write(json.dumps({"file_name": name, "text": text, **extra}) + "\n")
     else:
         (root / "prompts.txt").write_text("".join(text + "\n" for _, text in rows), encoding="utf-8")
         (root / "videos.txt").write_text("".join(name + "\n" for name, _ in rows), encoding="utf-8")
@@ -158,7 +174,14 @@ def make_moving_square_dataset(
 
 
 def build_demo_clips(
-    folder: str | os.PathLike, *, n: int, num_frames: int, size: int, fps: int, sound: str = "none"
+    folder: str | os.PathLike,
+    *,
+    n: int,
+    num_frames: int,
+    size: int,
+    fps: int,
+    sound: str = "none",
+    references: bool = False,
 ) -> None:
     """Build (or keep) the moving-squares clips a video family's ``--demo`` trains on in ``folder``
     (``--train_data_dir``): atomically, with a marker naming what was built, never over the user's own files
@@ -166,13 +189,15 @@ def build_demo_clips(
     marker = {"kind": "moving_squares", "n": n, "num_frames": num_frames, "size": size, "fps": fps, "seed": 0}
     if sound != "none":  # the marker of a silent set is unchanged: folders built before sound existed are kept
         marker["sound"] = sound
+    if references:
+        marker["references"] = True
     try:
         build_directory_atomically(
             folder,
             "dit_lora_clips.json",
             marker,
             lambda tmp: make_moving_square_dataset(
-                tmp, n=n, num_frames=num_frames, size=size, fps=fps, seed=0, sound=sound
+                tmp, n=n, num_frames=num_frames, size=size, fps=fps, seed=0, sound=sound, references=references
             ),
         )
     except FileExistsError as err:

@@ -56,14 +56,23 @@ def build_demo_model(build: Callable[[], object]) -> None:
         raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
 
 
-def demo_clips(cfg: TrainConfig, video: VideoFrames, size: int, fps: int, sound: str = "none") -> None:
+def demo_clips(
+    cfg: TrainConfig, video: VideoFrames, size: int, fps: int, sound: str = "none", references: bool = False
+) -> None:
     """Into ``--train_data_dir`` (when one is given), the demo's moving-square clips: as many frames as the run's
     longest bucket (``video``'s), ``size`` px square (the tiny model's geometry), written at ``fps``; ``sound``: their
-    audio tracks (``"mixed"``: a tone on every other clip, :func:`~dit_lora.data.synthetic.clips.make_moving_square_dataset`)."""
+    audio tracks (``"mixed"``: a tone on every other clip, :func:`~dit_lora.data.synthetic.clips.make_moving_square_dataset`);
+    ``references``: each clip's reference clip (its square's outline, named in ``reference_path``)."""
     if cfg.data.train_data_dir:
         frames = max(b[0] for b in video.video_buckets(cfg))
         build_demo_clips(
-            cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps, sound=sound
+            cfg.data.train_data_dir,
+            n=cfg.model.demo_num_images,
+            num_frames=frames,
+            size=size,
+            fps=fps,
+            sound=sound,
+            references=references,
         )
 
 

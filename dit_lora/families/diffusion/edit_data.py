@@ -75,9 +75,10 @@ def _rows(path: Path) -> list[tuple[int, dict]]:
         return [(reader.line_num, row) for row in reader]
 
 
-def _values(row: dict, column: str | None) -> tuple[str, list[str]]:
-    """``(column, paths)`` of a row: the named column, else the first known one, else musubi-tuner's numbered ones."""
-    names = [column] if column else [c for c in CONTROL_COLUMNS if row.get(c) not in (None, "", [])]
+def _values(row: dict, column: str | None, columns: tuple[str, ...] = CONTROL_COLUMNS) -> tuple[str, list[str]]:
+    """``(column, paths)`` of a row: the named column, else the first of ``columns`` it fills, else musubi-tuner's
+    numbered ones."""
+    names = [column] if column else [c for c in columns if row.get(c) not in (None, "", [])]
     if not names and not column:
         numbered = sorted((int(m.group(1)), k) for k in row if (m := _NUMBERED.match(k)) and row[k])
         return ("control_path_N", [str(row[k]) for _, k in numbered]) if numbered else ("", [])
@@ -89,8 +90,11 @@ def _values(row: dict, column: str | None) -> tuple[str, list[str]]:
     return name, [str(v) for v in found if str(v).strip()]
 
 
-def metadata_controls(root: str, column: str | None) -> dict[tuple[str, str], Controls]:
-    """``{(image key, caption): Controls}`` from every metadata file under ``root`` (a refused path keeps its reason)."""
+def metadata_controls(
+    root: str, column: str | None, columns: tuple[str, ...] = CONTROL_COLUMNS
+) -> dict[tuple[str, str], Controls]:
+    """``{(sample key, caption): Controls}`` from every metadata file under ``root`` (a refused path keeps its
+    reason); ``columns``: those read, in order, when ``column`` is unset (an image's by default)."""
     out: dict[tuple[str, str], Controls] = {}
     for dirpath, rel_dir, _, filenames in FolderWalk(root):  # the data folder's own listing: no link followed out
         for name in (m for m in METADATA_FILENAMES if m in filenames):
@@ -99,7 +103,7 @@ def metadata_controls(root: str, column: str | None) -> dict[tuple[str, str], Co
                 if not isinstance(row.get("file_name"), str):
                     continue
                 key = locate(root, row["file_name"], rel_dir=rel_dir).key
-                col, values = _values(row, column)
+                col, values = _values(row, column, columns)
                 located = [locate(root, v, rel_dir=rel_dir, field=f"{shown} line {line}: {col}") for v in values]
                 refused = next((p.refused for p in located if p.refused), None)
                 paths = tuple(p.path for p in located if p.path)
@@ -109,10 +113,11 @@ def metadata_controls(root: str, column: str | None) -> dict[tuple[str, str], Co
     return out
 
 
-def folder_controls(folder: str, key: str) -> tuple[str, ...]:
-    """The control images of the sample ``key`` in ``folder`` (the family's folder option), named as musubi-tuner's
-    control_directory and ai-toolkit's control_path name them: ``<stem>.<image ext>``, or ``<stem>_<N>.<image ext>``
-    for several (in N's order); the key's subfolders apply. Only files inside ``folder`` (``paths.locate``)."""
+def folder_controls(folder: str, key: str, extensions: frozenset[str] | None = None) -> tuple[str, ...]:
+    """The control files of the sample ``key`` in ``folder`` (the family's folder option), named as musubi-tuner's
+    control_directory and ai-toolkit's control_path name them: ``<stem>.<ext>``, or ``<stem>_<N>.<ext>`` for several
+    (in N's order); the key's subfolders apply. ``extensions``: the files taken (images by default). Only files
+    inside ``folder`` (``paths.locate``)."""
     from dit_lora.data.sources import IMAGE_EXTENSIONS
 
     rel_dir, name = os.path.split(key)
@@ -123,7 +128,7 @@ def folder_controls(folder: str, key: str) -> tuple[str, ...]:
     single, numbered = [], []
     for entry in sorted(os.listdir(here)):
         base, ext = os.path.splitext(entry)
-        if ext.lower() not in IMAGE_EXTENSIONS:
+        if ext.lower() not in (IMAGE_EXTENSIONS if extensions is None else extensions):
             continue
         found = locate(folder, f"{rel_dir}/{entry}" if rel_dir else entry)
         if found.path is None:

@@ -80,7 +80,7 @@ class VideoTask:
 
     #: the registry name (``--family``)
     name: str
-    #: ``"t2v"`` or ``"i2v"``
+    #: ``"t2v"``, ``"i2v"`` or ``"ic"`` (in-context: a reference clip beside each clip)
     task: str
     #: the diffusers pipeline class the family samples with and the card names
     pipeline_class_name: str
@@ -93,6 +93,8 @@ class VideoTask:
         """The task as the start notes say it (image-to-video: how the first frame trains, as the pipelines step it)."""
         if self.task == "i2v":
             return "image-to-video (first latent frame clean, timestep 0, out of the loss)"
+        if self.task == "ic":
+            return "in-context video-to-video (each clip's reference clip appended, clean, timestep 0, out of the loss)"
         return "text-to-video"
 
     def info(self, cfg: TrainConfig) -> Any:

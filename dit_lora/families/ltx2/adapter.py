@@ -15,6 +15,11 @@ from dit_lora.families.ltx2.info import LTX2Task
 
 #: the VAE LTX-2 decodes in fp32 (the reloaded pipeline's and the snippet's)
 LTX2_VAE = "AutoencoderKLLTX2Video"
+#: the in-context snippet's imports: the reference condition and diffusers' clip reader
+IC_IMPORTS = [
+    "from diffusers.pipelines.ltx2.pipeline_ltx2_ic_lora import LTX2ReferenceCondition\n",
+    "import av  # PyAV reads the reference clip (diffusers' load_video needs imageio)\n",
+]
 
 
 class LTX2Card(KitCard):
@@ -30,8 +35,10 @@ class LTX2Card(KitCard):
         size and the model's frame rate."""
         frames, height, width = self.task.video_buckets(cfg)[0]
         fps = self.task.model_fps(cfg)
-        i2v = self.task.task == "i2v"
+        i2v, ic = self.task.task == "i2v", self.task.task == "ic"
         image_src = getattr(cfg.family_options, "validation_image", None) or "first_frame.png"
+        reference_src = getattr(cfg.family_options, "validation_reference", None) or "reference.mp4"
+        factor = getattr(cfg.family_options, "reference_downscale_factor", 1)
         return Snippet(
             pipeline=self.task.pipeline_class_name,
             base=cfg.model.pretrained_model_name_or_path or "",  # set: the parser requires it
@@ -41,12 +48,22 @@ class LTX2Card(KitCard):
             imports=[
                 "from diffusers.utils import encode_video  # PyAV: the frames and their sound\n",
                 *(["from diffusers.utils import load_image\n"] if i2v else []),
+                *(IC_IMPORTS if ic else []),
             ],
-            before_call=f"image = load_image({json.dumps(image_src)})  # the first frame to animate\n" if i2v else "",
+            before_call=(
+                f"image = load_image({json.dumps(image_src)})  # the first frame to animate\n"
+                if i2v
+                else f"with av.open({json.dumps(reference_src)}) as clip:  # the reference clip, its frames\n"
+                "    frames = [frame.to_image() for frame in clip.decode(video=0)]\n"
+                "reference = LTX2ReferenceCondition(frames=frames)\n"
+                if ic
+                else ""
+            ),
             output="result",
             call_args=[
                 f"prompt={self.prompt(cfg)},",
                 *(["image=image,"] if i2v else []),
+                *([f"reference_conditions=[reference], reference_downscale_factor={factor},"] if ic else []),
                 *max_sequence_length.snippet_args(cfg),
                 f"num_frames={frames}, height={height}, width={width}, frame_rate={fps:g},",
                 *image_call_args(cfg)[1:],
@@ -69,4 +86,9 @@ class LTX2Card(KitCard):
             "audio_loss_weight": cfg.family_options.audio_loss_weight,
             "max_sequence_length": max_sequence_length(cfg),
             "frame_sampling": cfg.video.frame_sampling,
+            **(
+                {"reference_downscale_factor": cfg.family_options.reference_downscale_factor}
+                if self.task.task == "ic"
+                else {}
+            ),
         }

@@ -76,6 +76,13 @@ class LTX2Loss(DiffusionLoss):
         out["fps"] = rate if rate > 0 else float(TRAINED["fps"])
         return out
 
+    def in_context(
+        self, comps: Components, batch: dict[str, Any], noisy: torch.Tensor, timestep: torch.Tensor, fps: float
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """The video tokens, their timesteps and more transformer arguments with any tokens a task appends after the
+        clip's (none here: an in-context task's reference clip, :mod:`.ic`)."""
+        return noisy, timestep, {}
+
     def compute_loss(
         self,
         comps: Components,
@@ -109,6 +116,8 @@ class LTX2Loss(DiffusionLoss):
             noisy = torch.cat([video[:, :first], noisy[:, first:]], dim=1)
             video_timestep = timestep[:, None].expand(bsz, video.shape[1]).clone()
             video_timestep[:, :first] = 0.0
+        tokens = video.shape[1]
+        noisy, video_timestep, context = self.in_context(comps, batch, noisy, video_timestep, fps)
         pred, audio_pred = model(
             hidden_states=noisy.to(dtype),
             audio_hidden_states=noisy_latents(audio, audio_noise, audio_sigmas).to(dtype),
@@ -127,10 +136,12 @@ class LTX2Loss(DiffusionLoss):
             audio_num_frames=audio.shape[1],
             use_cross_timestep=True,
             return_dict=False,
+            **context,
         )
         ones = torch.ones_like(sigmas, dtype=torch.float32)
-        # the pipeline never steps the conditioning frame: it teaches nothing
-        loss = weighted_mse(pred[:, first:], velocity_target(video, noise)[:, first:], ones)
+        # the pipeline never steps the conditioning frame (nor an in-context reference, after the clip): they teach
+        # nothing
+        loss = weighted_mse(pred[:, first:tokens], velocity_target(video, noise)[:, first:], ones)
         if not sound:
             return loss
         audio_loss = masked_audio_mse(audio_pred, velocity_target(audio, audio_noise), batch[MASK], ones)

@@ -17,6 +17,7 @@ from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecis
 from dit_lora.families.diffusion.conditioning import check_validation_image
 from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, model_class
+from dit_lora.families.diffusion.reference_clips import check_reference_config
 from dit_lora.families.diffusion.video_sizes import OneClipPerStep
 from dit_lora.families.ltx2 import demo as tiny
 from dit_lora.families.ltx2.encoders import max_sequence_length
@@ -92,6 +93,8 @@ class LTX2Model(KitModel):
         check_caption_length(cfg)
         if self.task.task == "i2v":
             check_validation_image(cfg, "animate the first training clip's first frame in validation clips")
+        if self.task.task == "ic":
+            check_reference_config(cfg, self.task, "LTX-2 IC-LoRA")
         if not with_audio(cfg):
             return
         refuse_uniform(cfg.video.frame_sampling, "LTX-2")
@@ -234,4 +237,4 @@ class LTX2Demo:
         build_demo_model(lambda: tiny.build_tiny_ltx2_pipeline(cfg.model.pretrained_model_name_or_path or "", seed=0))
         forget_infos()  # the folder is new
         g = tiny.TINY_GEOMETRY
-        demo_clips(cfg, self.task, g["height"], fps=g["fps"], sound="mixed")
+        demo_clips(cfg, self.task, g["height"], fps=g["fps"], sound="mixed", references=self.task.task == "ic")

@@ -1,10 +1,11 @@
-"""LTX-2's own options (``--family ltx2``; ``ltx2_i2v`` adds the conditioning image): whether the clips' sound is trained with their frames, and the weight of
-its part of the loss."""
+"""LTX-2's own options (``--family ltx2``; ``ltx2_i2v`` adds the conditioning image, ``ltx2_ic`` the reference clips):
+whether the clips' sound is trained with their frames, and the weight of its part of the loss."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dit_lora.config.option import Range
 from dit_lora.config.schema import NON_NEGATIVE, FamilyOptions, opt
 from dit_lora.modeling.timestep_options import ConditioningImageOptions
 
@@ -43,3 +44,43 @@ class LTX2I2VOptions(LTX2Options, ConditioningImageOptions):
     """LTX-2 image-to-video: the LTX-2 options plus the conditioning image's."""
 
     TITLE = "ltx2_i2v options (--family ltx2_i2v)"
+
+
+@dataclass(frozen=True)
+class LTX2ICOptions(LTX2Options):
+    """LTX-2 in-context LoRA (``--family ltx2_ic``): the LTX-2 options plus where each clip's reference clip is named,
+    its downscale factor and the validation clips' reference."""
+
+    TITLE = "ltx2_ic options (--family ltx2_ic)"
+
+    reference_column: str | None = opt(
+        None,
+        "LTX-2 IC-LoRA: the metadata column naming each clip's reference clip (a path relative to the metadata "
+        "file). Default: the first of `reference_path` (Lightricks' LTX-2 trainer), `in_context_videos` "
+        "(DiffSynth-Studio), `reference_video`, `control_video` and `control_path` (musubi-tuner) that a row fills.",
+        section="reference clips",
+        resume="fixed",
+    )
+    reference_dir: str | None = opt(
+        None,
+        "LTX-2 IC-LoRA: a folder of reference clips named as the training clips (`<clip stem>.<any video or image "
+        "extension>`, subfolders as under --train_data_dir), for the clips whose metadata row names none.",
+        section="reference clips",
+        resume="fixed",
+    )
+    reference_downscale_factor: int = opt(
+        1,
+        "LTX-2 IC-LoRA: each reference clip is decoded at its clip's size divided by this (2: half the height and "
+        "width, a quarter of the reference tokens), its positions scaled back to the clip's; written into the "
+        "adapter's metadata (`reference_downscale_factor`) as Lightricks' trainer writes it, and passed as "
+        "LTX2InContextPipeline's `reference_downscale_factor` when sampling.",
+        section="reference clips",
+        resume="fixed",
+        valid=Range(1, why="the reference is never larger than its clip"),
+    )
+    validation_reference: str | None = opt(
+        None,
+        "LTX-2 IC-LoRA: the reference clip of validation clips. Default: the first training clip's.",
+        section="reference clips",
+        resume="free",
+    )

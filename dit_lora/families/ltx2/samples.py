@@ -68,10 +68,15 @@ class LTX2Samples(TaskVideoSamples):
 
     def call_kwargs(self, cfg: TrainConfig, generator, num_videos: int, comps: Components | None = None):
         """The kit's, with the frame rate the clip is generated and written at and, image-to-video, the run's
-        conditioning image (the first clip's first frame or ``--validation_image``)."""
+        conditioning image (the first clip's first frame or ``--validation_image``); in-context, its reference."""
         out = {**super().call_kwargs(cfg, generator, num_videos, comps), "frame_rate": float(self.fps(cfg))}
+        state = run_state(comps) if comps is not None else None
         if self.task.task == "i2v":
-            out["image"] = kept_conditioning_image(self.task, cfg, run_state(comps) if comps is not None else None)
+            out["image"] = kept_conditioning_image(self.task, cfg, state)
+        if self.task.task == "ic":
+            from dit_lora.families.ltx2.ic import reference_call_kwargs
+
+            out.update(reference_call_kwargs(cfg, self.task, state))
         return out
 
     def generate(

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from dit_lora.data.video import FrameStart
 from dit_lora.families.diffusion.clip_audio import AudioGeometry
 from dit_lora.families.diffusion.run_state import FlowRun
 
@@ -32,6 +33,11 @@ class LTX2Run(FlowRun):
     validation_image: Any = None
     #: the transformer's features of one packed audio token (the silent stream's width with ``--audio off``)
     audio_width: int = 128
+    #: IC-LoRA: the reference clips' downscale factor and how frames are taken (the references follow their clips)
+    reference_factor: int = 1
+    frame_start: FrameStart = "first"
+    #: IC-LoRA: the validation clips' reference, PIL frames (``ic.load_reference_frames``)
+    validation_reference: Any = None
 
 
 #: ``comps.state``, an empty :class:`LTX2Run` put there first for components built by hand (tests)
