@@ -2,7 +2,8 @@
 """The family guides' fit tables: what `dit-lora plan ID --gpu_memory SIZE` answers for every catalogued checkpoint.
 
 For each catalogued checkpoint at the defaults a run gives it (one process, CUDA), the predicted peak as given and,
-per card size, the ladder's answer (``dit_lora/plan/ladder.py``): *fits* (with the plan's worst measured GPU error,
+per card size, the ladder's answer (``dit_lora/plan/ladder.py``), each with the host memory (RAM) its configuration
+needs (``dit_lora/plan/host.py``): *fits* (with the plan's worst measured GPU error,
 ``ladder.GPU_ERROR``, kept free), *fits, narrowly* (under the size, inside that margin; with the flags that keep it
 where a rung does), else the flags of the fastest configuration the plan finds that fits with the margin and its
 predicted peak, *fits, narrowly:* and the flags of the lowest where none keeps it (never within 5% of the card), or
@@ -29,23 +30,32 @@ from benchmarks.plan.catalogue import plan_entry  # noqa: E402
 GIB = 2**30
 
 
+def host_note(plan) -> str:
+    """``host N GiB``: the host memory (RAM) a process of ``plan`` needs at its peak on an accelerator
+    (``dit_lora/plan/host.py``: the files mapped while loading, copies made at load, pinned memory, the process)."""
+    from dit_lora.plan import host
+
+    return f"host {host.peak_bytes(plan) / GIB:.0f} GiB"
+
+
 def cell(plan, size_gib: float) -> tuple[str, dict]:
     """The table's cell for ``plan`` on ``size_gib`` GiB, and the ladder as JSON: the words of `dit-lora plan`'s
-    answer (``ladder.GPU_ERROR`` kept free; *fits, narrowly* inside it, with the flags that keep it where a rung does)."""
+    answer (``ladder.GPU_ERROR`` kept free; *fits, narrowly* inside it, with the flags that keep it where a rung does),
+    with the host memory of the configuration it names (:func:`host_note`)."""
     from dit_lora.plan import ladder
 
     capacity = int(size_gib * GIB)
     peak = plan.peak_memory_bytes
     if peak <= ladder.room(capacity):
-        return "fits", {"fits": True}
+        return f"fits ({host_note(plan)})", {"fits": True}
     found = ladder.climb(plan, capacity)
     data = found.as_dict()
     target = found.chosen or found.closest
     flags = " ".join(found.launch_flags(target) + found.flags())
-    proposal = f"`{flags}` ({found.recommended.peak_memory_bytes / GIB:.1f} GiB)"
+    proposal = f"`{flags}` ({found.recommended.peak_memory_bytes / GIB:.1f} GiB; {host_note(found.recommended)})"
     if peak <= capacity:  # as given, inside the plan's error: said so, with the flags that keep it free
         keeps = f"; {proposal} keeps the margin" if found.chosen is not None and found.flags() else ""
-        return f"fits, narrowly{keeps}", {**data, "fits": True, "narrowly": True}
+        return f"fits, narrowly ({host_note(plan)}){keeps}", {**data, "fits": True, "narrowly": True}
     if found.chosen is not None:
         return proposal, data
     if found.narrow is not None:

@@ -4,6 +4,7 @@ in its order, at the card sizes its own header names, and nothing else in the fi
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,8 @@ def test_update_guides_rewrites_each_listed_row_and_keeps_the_rest(tmp_path):
     assert fit.update_guides(tmp_path) == [str(guide)]
     lines = guide.read_text().splitlines()
     row = next(line for line in lines if line.startswith("| `facebook/DiT-XL-2-256`"))
-    assert "stale" not in row and row.count("|") == 7 and "GiB" in row and row.endswith("| fits | fits |")  # two cells: the header's 16 GB and 80 GB
+    # two cells, the header's 16 GB and 80 GB, each with the host memory its configuration needs
+    assert "stale" not in row and row.count("|") == 7 and re.search(r"\| fits \(host \d+ GiB\) \| fits \(host \d+ GiB\) \|$", row)
     assert lines[:4] == before.splitlines()[:4] and lines[-1] == "after the table"
     assert fit.update_guides(tmp_path) == []  # a second pass changes nothing
 
@@ -44,7 +46,7 @@ def test_a_video_llm_table_without_phases_is_rewritten_too(tmp_path):
     )
     assert fit.update_guides(tmp_path) == [str(guide)]
     row = guide.read_text().splitlines()[2]  # the guide's note beside the id stays
-    assert row.startswith("| `OpenGVLab/InternVL3_5-1B-HF` (a note) | **") and row.endswith(" GiB** | fits |"), row
+    assert row.startswith("| `OpenGVLab/InternVL3_5-1B-HF` (a note) | **") and re.search(r" GiB\*\* \| fits \(host \d+ GiB\) \|$", row), row
 
 
 def test_a_cell_says_the_ladders_words_and_keeps_the_margin():
@@ -59,10 +61,13 @@ def test_a_cell_says_the_ladders_words_and_keeps_the_margin():
                 gradient_accumulation_steps=1, depth=2, weights={"model": 6 * gib}, trained_component="model",
                 trainable_params=1, optimizer_bytes=0, snapshot_bytes=0, ddp_bytes=0, cache_phase_bytes=None,
                 encoders_in_training=False, process_bytes=0, checkpointing=False,
-                steps=[StepTrace("b", False, 4 * gib, 1), StepTrace("b", True, gib, 2)])  # 10 GiB, 7 with checkpointing
-    assert fit.cell(plan, 12)[0] == "fits"  # 10 of 12: 16.7% left
+                steps=[StepTrace("b", False, 4 * gib, 1), StepTrace("b", True, gib, 2)],  # 10 GiB, 7 with checkpointing
+                host_stored={"model": 6 * gib})  # its files, mapped while loading
+    # each cell says the host memory of the configuration it names: the 6 GiB of files mapped and the process's 2
+    assert fit.cell(plan, 12)[0] == "fits (host 8 GiB)"  # 10 of 12: 16.7% left
     text, data = fit.cell(plan, 11)  # 9% left: inside the plan's error
-    assert text == "fits, narrowly; `--gradient_checkpointing true` (7.0 GiB) keeps the margin" and data["narrowly"]
+    assert text == ("fits, narrowly (host 8 GiB); `--gradient_checkpointing true` (7.0 GiB; host 8 GiB) keeps the "
+                    "margin") and data["narrowly"]
     text, data = fit.cell(plan, 9)
-    assert text == "`--gradient_checkpointing true` (7.0 GiB)" and data["peak_memory_bytes"] <= 9 * gib * (
+    assert text == "`--gradient_checkpointing true` (7.0 GiB; host 8 GiB)" and data["peak_memory_bytes"] <= 9 * gib * (
         1 - ladder.GPU_ERROR)

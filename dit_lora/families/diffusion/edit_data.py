@@ -140,6 +140,20 @@ def folder_controls(folder: str, key: str, extensions: frozenset[str] | None = N
     return tuple(single[:1]) if single else tuple(p for _, p in sorted(numbered))
 
 
+def sample_controls(
+    found: dict[tuple[str, str], Controls], sample, folder: str | None, flag: str, extensions=None
+) -> Controls | None:
+    """The controls of ``sample``: what its metadata row names (``found``, :func:`metadata_controls`), else the
+    same-named files of ``folder`` (the family's folder option ``flag``; ``extensions`` as :func:`folder_controls`
+    takes them); None when neither names any."""
+    controls = found.get((sample.key, sample.caption)) or found.get((sample.key, ""))
+    if (controls is None or not controls.paths and controls.refused is None) and folder:
+        controls = Controls(folder_controls(folder, sample.key, extensions), flag)
+    if controls is None or not controls.paths and controls.refused is None:
+        return None
+    return controls
+
+
 def unreadable(path: str) -> str | None:
     """Why the control image at ``path`` cannot be used (missing, not an image, too large), or None."""
     try:
@@ -264,10 +278,8 @@ class EditMedia(ImageMedia):
         column, folder = self.option("column"), self.option("folder")
         out, missing = [], []
         for sample in samples:
-            controls = found.get((sample.key, sample.caption)) or found.get((sample.key, ""))
-            if (controls is None or not controls.paths and controls.refused is None) and folder:
-                controls = Controls(folder_controls(folder, sample.key), f"--{self.flags.folder}")
-            if controls is None or not controls.paths and controls.refused is None:
+            controls = sample_controls(found, sample, folder, f"--{self.flags.folder}")
+            if controls is None:
                 missing.append(sample.key)
                 continue
             if controls.refused is not None:

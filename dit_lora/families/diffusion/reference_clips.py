@@ -30,7 +30,7 @@ from dit_lora.data.samples import name_some
 from dit_lora.data.video import FrameStart, decode_clip
 from dit_lora.data.video_prepare import VideoMedia
 from dit_lora.data.video_sample import CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoDecodeError, VideoSample
-from dit_lora.families.diffusion.edit_data import Controls, folder_controls, metadata_controls
+from dit_lora.families.diffusion.edit_data import metadata_controls, sample_controls
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -111,10 +111,8 @@ class ReferenceMedia(VideoMedia):
         for sample in super().list_samples():
             if sample.path in references:
                 continue  # a clip some row names as its reference
-            controls = found.get((sample.key, sample.caption)) or found.get((sample.key, ""))
-            if (controls is None or not controls.paths and controls.refused is None) and folder:
-                controls = Controls(folder_controls(folder, sample.key, REFERENCE_EXTENSIONS), f"--{self.flags.folder}")
-            if controls is None or not controls.paths and controls.refused is None:
+            controls = sample_controls(found, sample, folder, f"--{self.flags.folder}", REFERENCE_EXTENSIONS)
+            if controls is None:
                 missing.append(sample.key)
                 continue
             if controls.refused is not None:
