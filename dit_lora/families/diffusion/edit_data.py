@@ -140,6 +140,17 @@ def folder_controls(folder: str, key: str, extensions: frozenset[str] | None = N
     return tuple(single[:1]) if single else tuple(p for _, p in sorted(numbered))
 
 
+def metadata_root(cfg: TrainConfig, reads: str, column: str) -> str:
+    """``--train_data_dir``, whose metadata names each sample's conditions, or one paragraph (``reads``: who reads
+    what, ``column``: the column of the example)."""
+    if not cfg.data.train_data_dir:
+        raise UserError(
+            f"{reads} from a metadata column of --train_data_dir (--dataset_name is not read for them): put the files "
+            f"and a metadata.jsonl with `file_name`, `text` and `{column}` in a folder."
+        )
+    return os.fspath(cfg.data.train_data_dir)
+
+
 def sample_controls(
     found: dict[tuple[str, str], Controls], sample, folder: str | None, flag: str, extensions=None
 ) -> Controls | None:
@@ -250,13 +261,7 @@ class EditMedia(ImageMedia):
     def controls(self) -> dict[tuple[str, str], Controls]:
         """Every metadata row's control images (read once per handler)."""
         if self._controls is None:
-            if not self.cfg.data.train_data_dir:
-                raise UserError(
-                    f"{self.flags.model} reads each sample's control images from a metadata column of "
-                    "--train_data_dir (--dataset_name is not read for them): put the images and a metadata.jsonl with "
-                    "`file_name`, `text` and `control_image` in a folder."
-                )
-            root = os.fspath(self.cfg.data.train_data_dir)
+            root = metadata_root(self.cfg, f"{self.flags.model} reads each sample's control images", "control_image")
             self._controls = metadata_controls(root, self.option("column"))
         return self._controls
 

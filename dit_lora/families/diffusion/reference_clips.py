@@ -18,7 +18,6 @@ stops the run in one paragraph naming it.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,7 @@ from dit_lora.data.samples import name_some
 from dit_lora.data.video import FrameStart, decode_clip
 from dit_lora.data.video_prepare import VideoMedia
 from dit_lora.data.video_sample import CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoDecodeError, VideoSample
-from dit_lora.families.diffusion.edit_data import metadata_controls, sample_controls
+from dit_lora.families.diffusion.edit_data import metadata_controls, metadata_root, sample_controls
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -97,13 +96,7 @@ class ReferenceMedia(VideoMedia):
     def list_samples(self) -> list[VideoSample]:
         """The clips, each with the reference its metadata row (or the folder option) names; the references
         themselves are no samples; a paragraph when a clip has none."""
-        if not self.cfg.data.train_data_dir:
-            raise UserError(
-                f"{self.flags.model} reads each clip's reference clip from a metadata column of --train_data_dir "
-                "(--dataset_name is not read for them): put the clips and a metadata.jsonl with `file_name`, `text` "
-                "and `reference_path` in a folder."
-            )
-        root = os.fspath(self.cfg.data.train_data_dir)
+        root = metadata_root(self.cfg, f"{self.flags.model} reads each clip's reference clip", "reference_path")
         found = metadata_controls(root, self.option("column"), REFERENCE_COLUMNS)
         folder = self.option("folder")
         references = {p for c in found.values() for p in c.paths}

@@ -121,6 +121,26 @@ class TextSettingsSetup(DiffusionSetup):
         self.run_state(comps).text = self.encoders.text_settings(cfg)
 
 
+class ClipSetup(TextSettingsSetup):
+    """``FamilySpec.setup`` of a video family: the text settings; image-to-video refuses still images and keeps its
+    conditioning image (:func:`~dit_lora.families.diffusion.conditioning.inspect_clips`). A family states its
+    ``run_state`` and :attr:`text_to_video`, the family that trains the images image-to-video refuses."""
+
+    #: how a refusal names the text-to-video family, e.g. ``"--family ltx2 (text-to-video)"``
+    text_to_video: str
+
+    def __init__(self, encoders: Any, task: Any) -> None:
+        super().__init__(encoders)
+        self.task = task
+
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+        """Image-to-video: refuse images (a one-frame clip has no frame after the conditioning one to learn) and
+        keep the first clip's first frame (or ``--validation_image``) for validation clips."""
+        from dit_lora.families.diffusion.conditioning import inspect_clips
+
+        inspect_clips(self.task, cfg, self.run_state(comps), samples, self.text_to_video)
+
+
 def run_tables(state, comps: Components, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """The run's flow tables ``(sigmas, timesteps)`` kept in ``state.flow_tables``: built on ``device`` once when
     the components were built by hand (not per step)."""

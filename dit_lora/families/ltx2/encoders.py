@@ -16,11 +16,9 @@ from dit_lora.contract.family import Components
 from dit_lora.data.batches import CLIP_FPS
 from dit_lora.families.diffusion.clip_audio import audio_entries
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.conditioning import inspect_clips
 from dit_lora.families.diffusion.loader import model_class
 from dit_lora.families.diffusion.prompts import CaptionLength, caption_length
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
-from dit_lora.families.ltx2.info import LTX2Task
+from dit_lora.families.diffusion.text_conditioned import ClipSetup, encoder_identity
 from dit_lora.families.ltx2.state import required, run_state
 from dit_lora.modelfiles.pipeline_files import model_stamp
 
@@ -117,17 +115,9 @@ class LTX2Encoders(DiffusionEncoders):
         return out
 
 
-class LTX2Setup(TextSettingsSetup):
+class LTX2Setup(ClipSetup):
     """``FamilySpec.setup``: the text settings recorded once the components load; image-to-video keeps its
     conditioning image and refuses still images."""
 
     run_state = staticmethod(run_state)
-
-    def __init__(self, encoders: LTX2Encoders, task: LTX2Task) -> None:
-        super().__init__(encoders)
-        self.task = task
-
-    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
-        """Image-to-video: refuse images (a one-frame clip has no frame after the conditioning one to learn) and
-        keep the first clip's first frame (or ``--validation_image``) for validation clips."""
-        inspect_clips(self.task, cfg, run_state(comps), samples, "--family ltx2 (text-to-video)")
+    text_to_video = "--family ltx2 (text-to-video)"

@@ -9,10 +9,9 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.conditioning import inspect_clips
 from dit_lora.families.diffusion.latents import normalised_clip_latents
 from dit_lora.families.diffusion.prompts import CaptionLength
-from dit_lora.families.diffusion.text_conditioned import InstructedCaptions, TextSettingsSetup
+from dit_lora.families.diffusion.text_conditioned import ClipSetup, InstructedCaptions
 from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.state import required, run_state
 
@@ -47,17 +46,9 @@ class SanaVideoEncoders(InstructedCaptions):
         return normalised_clip_latents(comps.encoders["vae"], pixel_values, mean, std)
 
 
-class SanaVideoSetup(TextSettingsSetup):
+class SanaVideoSetup(ClipSetup):
     """``FamilySpec.setup``: the text settings recorded once the components load; image-to-video keeps its
     conditioning image and refuses still images."""
 
     run_state = staticmethod(run_state)
-
-    def __init__(self, task: SanaVideoTask, encoders: SanaVideoEncoders) -> None:
-        super().__init__(encoders)
-        self.task = task
-
-    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
-        """Image-to-video: refuse images (a one-frame clip has no frame after the conditioning one to learn) and
-        keep the first clip's first frame (or ``--validation_image``) for validation videos."""
-        inspect_clips(self.task, cfg, run_state(comps), samples, "--family sanavideo (text-to-video)")
+    text_to_video = "--family sanavideo (text-to-video)"

@@ -76,6 +76,6 @@ def sanavideo_spec(name: str = "sanavideo") -> FamilySpec:
         card=SanaVideoCard(task),
         defaults=DEFAULTS,
         notes=SanaVideoNotes(task),
-        setup=SanaVideoSetup(task, encoders),
+        setup=SanaVideoSetup(encoders, task),
         demo=SanaVideoDemo(task),
     )

@@ -118,7 +118,7 @@ def test_image_to_video_refuses_still_images_and_keeps_the_validation_image(tmp_
     image = tmp_path / "first.png"
     Image.new("RGB", (80, 40), (200, 10, 10)).save(image)
     task = TASKS["sanavideo_i2v"]
-    setup = SanaVideoSetup(task, SanaVideoEncoders(task))
+    setup = SanaVideoSetup(SanaVideoEncoders(task), task)
     comps = Components(model=None, scheduler=None, encoders={}, state=SanaVideoRun())
     cfg = sanavideo_cfg("sanavideo_i2v", validation_image=str(image), max_num_frames=9, height=64, width=64)
     monkeypatch.setattr(type(task), "video_buckets", lambda self, cfg: [(9, 64, 64)])  # no model folder to read
@@ -126,4 +126,4 @@ def test_image_to_video_refuses_still_images_and_keeps_the_validation_image(tmp_
         setup.inspect_samples(comps, cfg, [SimpleNamespace(bucket=(1, 64, 64), key="still.png")])
     setup.inspect_samples(comps, cfg, [SimpleNamespace(bucket=(9, 64, 64), key="clip.mp4")])
     assert comps.state.validation_image.size == (64, 64)
-    SanaVideoSetup(TASKS["sanavideo"], None).inspect_samples(comps, cfg, [SimpleNamespace(bucket=(1, 64, 64))])
+    SanaVideoSetup(None, TASKS["sanavideo"]).inspect_samples(comps, cfg, [SimpleNamespace(bucket=(1, 64, 64))])
