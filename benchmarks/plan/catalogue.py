@@ -36,7 +36,8 @@ def plan_entry(entry):
     family = get_family(entry.family)
     chosen = choose_defaults(cfg, family)
     cfg = chosen.config
-    return make_plan(cfg, family, device="cuda", entry=chosen.entry), cfg
+    # the kept step traces (dit_lora/plan/trace_cache.py): a second pass over the catalogue reads them
+    return make_plan(cfg, family, device="cuda", entry=chosen.entry, cache=True), cfg
 
 
 def row(entry, plan, cfg) -> str:

@@ -52,10 +52,15 @@ def _text_encoder(folder: Path, published: dict) -> None:
 
 
 def ltx2_pipeline(
-    root: Path, hub_id: str = "Lightricks/LTX-2", layers: int | None = None, dtype: torch.dtype = torch.bfloat16
+    root: Path,
+    hub_id: str = "Lightricks/LTX-2",
+    layers: int | None = None,
+    dtype: torch.dtype = torch.bfloat16,
+    connector_layers: int | None = None,
 ) -> Path:
     """The Hub-layout folder of ``hub_id`` under ``root``: the transformer ``layers`` deep (default: published) in
-    ``dtype``, the other parts as the module docstring says."""
+    ``dtype``, the text connectors ``connector_layers`` blocks a modality (default: published; they run once per
+    caption, while the cache is built, never in a step), the other parts as the module docstring says."""
     from diffusers import AutoencoderKLLTX2Audio, AutoencoderKLLTX2Video, LTX2VideoTransformer3DModel
     from diffusers.pipelines.ltx2 import LTX2TextConnectors
     from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
@@ -77,6 +82,8 @@ def ltx2_pipeline(
         folder / "audio_vae"
     )
     connectors = {**configs["connectors/config.json"], "text_proj_in_factor": NARROW_GEMMA3["num_hidden_layers"] + 1}
+    if connector_layers is not None:
+        connectors.update(video_connector_num_layers=connector_layers, audio_connector_num_layers=connector_layers)
     _built_in(dtype, 4, lambda: LTX2TextConnectors.from_config(connectors)).save_pretrained(folder / "connectors")
     vocoder = {**configs["vocoder/config.json"], "hidden_channels": 64}
     _built_in(torch.float32, 5, lambda: LTX2Vocoder.from_config(vocoder)).save_pretrained(folder / "vocoder")

@@ -26,6 +26,10 @@ is refused (:mod:`dit_lora.output.comfyui_types`).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from dit_lora.config import TrainConfig
 from dit_lora.output.comfyui_types import SUFFIX, RenamedExport, RenameTable
 
 #: diffusers module name (after ``transformer.``) -> Lightricks' (ComfyUI's) name: ``comfyui.json``
@@ -48,3 +52,60 @@ EXPORTS = RenamedExport(
     "so strength 1.0 is the trained one; a LoRA file reproduces the trained output through diffusers' converter; "
     "DoRA is refused (ComfyUI's dora_scale is another normalisation)",
 )
+
+#: the adapter metadata key of an IC-LoRA's reference downscale factor (Lightricks' trainer's; what IC-LoRA loaders read)
+FACTOR_KEY = "reference_downscale_factor"
+
+
+def stamp_factor(path: Path, factor: int) -> None:
+    """Add ``reference_downscale_factor`` to the safetensors metadata of the adapter file at ``path``."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = dict(handle.metadata() or {})
+    metadata[FACTOR_KEY] = json.dumps(factor)
+    save_file(load_file(str(path)), str(path), metadata=metadata)
+
+
+def stamped_factor(path: Path) -> int | None:
+    """The ``reference_downscale_factor`` in the metadata of the safetensors file at ``path`` (None: none)."""
+    from safetensors import safe_open
+
+    if not path.is_file():
+        return None
+    with safe_open(str(path), framework="pt") as handle:
+        value = (handle.metadata() or {}).get(FACTOR_KEY)
+    return int(json.loads(value)) if value is not None else None
+
+
+class ICExports:
+    """``FamilySpec.exports`` and ``adapter_extras`` of IC-LoRA: LTX-2's ComfyUI file, with the downscale factor in
+    its metadata and in the adapter's (where ComfyUI's IC-LoRA nodes and Lightricks' pipelines read it)."""
+
+    def __init__(self, exports: RenamedExport, weight_name: str) -> None:
+        self.exports, self.weight_name = exports, weight_name
+
+    def export_formats(self) -> dict[str, str]:
+        """LTX-2's."""
+        return self.exports.export_formats()
+
+    def export_types(self, fmt: str) -> tuple[str, ...]:
+        """LTX-2's."""
+        return self.exports.export_types(fmt)
+
+    def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
+        """LTX-2's export, the run's factor (read from its adapter) stamped into what it writes."""
+        written = self.exports.export_adapter(output_dir, fmt)
+        factor = stamped_factor(Path(output_dir) / self.weight_name)
+        if factor is not None:
+            for path in written:
+                stamp_factor(path, factor)
+        return written
+
+    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
+        """LTX-2's ComfyUI file, then ``reference_downscale_factor`` in every safetensors file the run wrote."""
+        self.exports.save_adapter_extras(output_dir, comps, cfg)
+        factor = int(cfg.family_options.reference_downscale_factor)
+        for path in sorted(Path(output_dir).glob("*.safetensors")):
+            stamp_factor(path, factor)

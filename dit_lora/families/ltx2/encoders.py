@@ -13,11 +13,15 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
 from dit_lora.data.batches import CLIP_FPS
+from dit_lora.data.video import decode_clip
+from dit_lora.data.video_prepare import frame_start
 from dit_lora.families.diffusion.clip_audio import audio_entries
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.loader import model_class
 from dit_lora.families.diffusion.prompts import CaptionLength, caption_length
+from dit_lora.families.diffusion.reference_clips import reference_pixels, reference_size
 from dit_lora.families.diffusion.text_conditioned import ClipSetup, encoder_identity
 from dit_lora.families.ltx2.state import required, run_state
 from dit_lora.modelfiles.pipeline_files import model_stamp
@@ -30,6 +34,8 @@ max_sequence_length = CaptionLength(TEXT_LEN)
 CAPTION_KEYS = ("prompt_embeds", "audio_prompt_embeds", "prompt_attention_mask")
 #: the cache key of each clip's own frame rate (its video positions and the span of its sound)
 FPS = CLIP_FPS  # the cached batches' key is the raw clip batches' (data/batches.py)
+#: in-context: the cache key of each clip's reference latents ``(C, F', h / factor, w / factor)``
+REFERENCE = "reference_latents"
 
 
 def connector_embeddings(
@@ -121,3 +127,58 @@ class LTX2Setup(ClipSetup):
 
     run_state = staticmethod(run_state)
     text_to_video = "--family ltx2 (text-to-video)"
+
+
+class LTX2ICEncoders(LTX2Encoders):
+    """``FamilySpec.encoders``: text-to-video's, plus each clip's reference latents."""
+
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
+        """Text-to-video's, plus the reference's downscale factor."""
+        factor = cfg.family_options.reference_downscale_factor
+        return {**super().cache_identity(cfg, comps), "reference_downscale_factor": factor}
+
+    def encode_samples(self, comps: Components, samples: list) -> dict[str, torch.Tensor]:
+        """Text-to-video's entries, and :data:`REFERENCE`: each clip's reference through the video VAE."""
+        out = super().encode_samples(comps, samples)
+        state = run_state(comps)
+        pixels = torch.stack([reference_pixels(s, state.reference_factor, state.frame_start) for s in samples])
+        out[REFERENCE] = self.encode_images(comps, pixels)["latents"]
+        return out
+
+
+def load_reference_frames(cfg: TrainConfig, task, samples: list | None) -> list:
+    """The validation clips' reference as PIL frames at the first bucket / the factor: ``--validation_reference``,
+    else the first training clip's reference (one paragraph when it cannot give the frames)."""
+    from PIL import Image
+
+    factor = cfg.family_options.reference_downscale_factor
+    frames, height, width = reference_size(task.video_buckets(cfg)[0], factor)
+    path = cfg.family_options.validation_reference or (samples[0].conditions[0] if samples else None)
+    if path is None:
+        raise UserError("LTX-2 IC-LoRA validation needs a reference clip: set --validation_reference.")
+    try:
+        pixels = decode_clip(path, frames, height, width, start=frame_start(cfg))
+    except ValueError as err:  # VideoDecodeError: unreadable or too short
+        raise UserError(
+            f"The validation reference clip `{path}` cannot give {frames} frames ({err}). Give --validation_reference "
+            "a clip at least as long as the validation clips."
+        ) from None
+    array = ((pixels.permute(0, 2, 3, 1) + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8).numpy()
+    return [Image.fromarray(frame) for frame in array]
+
+
+class LTX2ICSetup(LTX2Setup):
+    """``FamilySpec.setup``: text-to-video's, the reference's factor and frame sampling recorded, the validation
+    reference kept."""
+
+    def configure(self, comps: Components, cfg: TrainConfig) -> None:
+        """The text settings, the downscale factor and how frames are taken (the references follow)."""
+        super().configure(comps, cfg)
+        state = run_state(comps)
+        state.reference_factor = int(cfg.family_options.reference_downscale_factor)
+        state.frame_start = frame_start(cfg)
+
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+        """Keep the validation clips' reference (``--validation_reference``, else the first clip's)."""
+        if cfg.validation.validation_prompt:
+            run_state(comps).validation_reference = load_reference_frames(cfg, self.task, samples)

@@ -20,6 +20,8 @@ from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, Vide
 
 PIPELINE = "LTX2Pipeline"
 I2V_PIPELINE = "LTX2ImageToVideoPipeline"
+#: in-context generation (IC-LoRA: a reference clip beside the clip)
+IC_PIPELINE = "LTX2InContextPipeline"
 EXAMPLE_ID = "Lightricks/LTX-2"
 #: frames, height, width and fps ``LTX2Pipeline`` generates at by default
 TRAINED = {"frames": 121, "height": 512, "width": 768, "fps": 24}

@@ -17,6 +17,19 @@ Image-to-video is ``LTX2ImageToVideoPipeline``'s denoising step: the first laten
 first frame (the video VAE is causal in time, so the clip's own first latent frame is the image's), its tokens get
 timestep 0 (the pipeline's ``timestep * (1 - conditioning_mask)`` per token; the audio stream's and ``sigma`` stay
 the clip's), and it is left out of the loss.
+
+In-context (IC-LoRA, ``--family ltx2_ic``, ``LTX2InContextPipeline``): each clip trained with its reference
+clip (a depth, pose or edge video, ...) beside it, as diffusers' ``pipeline_ltx2_ic_lora.py`` generates and Lightricks'
+LTX-2 trainer (``video_to_video`` strategy) trains.
+
+What differs from text-to-video (diffusers 0.42.1; Lightricks' ``video_to_video.py``): the reference clip is decoded
+frame for frame with its clip at the clip's size divided by ``--reference_downscale_factor``, encoded by the video VAE
+(normalised as the clip's latents) and cached beside them; in the step its tokens are appended after the clip's, clean,
+at timestep 0 (the pipeline's ``t * (1 - conditioning_mask)`` with the reference's strength 1), at their own positions
+(``rope.prepare_video_coords`` of the reference's latent size at the clip's frame rate, height and width scaled by the
+factor into the clip's space), and left out of the loss. The video self-attention is not masked (the pipeline's
+``conditioning_attention_strength`` 1). The sound trains as text-to-video's does. The factor is written into the
+adapter's safetensors metadata (``reference_downscale_factor``, as Lightricks' trainer writes it).
 """
 
 from __future__ import annotations
@@ -30,7 +43,9 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.clip_audio import LATENTS, MASK, masked_audio_mse
 from dit_lora.families.diffusion.components import DiffusionLoss
-from dit_lora.families.ltx2.encoders import FPS
+from dit_lora.families.diffusion.reference_clips import ReferenceFlags, ReferenceMedia
+from dit_lora.families.diffusion.video_sizes import ClipData
+from dit_lora.families.ltx2.encoders import FPS, REFERENCE
 from dit_lora.families.ltx2.info import TRAINED
 from dit_lora.families.ltx2.state import run_state
 from dit_lora.modeling.flow_matching import noisy_latents, velocity_target, weighted_mse
@@ -146,3 +161,49 @@ class LTX2Loss(DiffusionLoss):
             return loss
         audio_loss = masked_audio_mse(audio_pred, velocity_target(audio, audio_noise), batch[MASK], ones)
         return loss + cfg.family_options.audio_loss_weight * audio_loss
+
+
+def reference_coords(model, reference: torch.Tensor, factor: int, fps: float) -> torch.Tensor:
+    """The reference tokens' positions ``(B, 3, n, 2)``: ``rope.prepare_video_coords`` of the reference's latent size,
+    height and width scaled by ``factor`` into its clip's space (``LTX2InContextPipeline._encode_reference_conditions``)."""
+    bsz, _, frames, height, width = reference.shape
+    coords = model.rope.prepare_video_coords(bsz, frames, height, width, reference.device, fps=fps)
+    if factor != 1:
+        coords[:, 1:3] = coords[:, 1:3] * factor
+    return coords
+
+
+class LTX2ICLoss(LTX2Loss):
+    """``FamilySpec.loss``: text-to-video's, the clip's reference tokens appended clean at timestep 0 with their own
+    positions, out of the loss (module docstring)."""
+
+    def in_context(
+        self, comps: Components, batch: dict[str, Any], noisy: torch.Tensor, timestep: torch.Tensor, fps: float
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """The clip's tokens then its reference's; their timesteps (the reference's 0); both tokens' positions."""
+        model: Any = comps.model  # the transformer (its rope makes the positions)
+        state = run_state(comps)
+        latents, reference = batch["latents"], batch[REFERENCE].to(noisy.dtype)
+        bsz, _, frames, height, width = latents.shape
+        coords = model.rope.prepare_video_coords(bsz, frames, height, width, noisy.device, fps=fps)
+        tokens = pack_video(reference)
+        per_token = timestep[:, None].expand(bsz, noisy.shape[1]) if timestep.ndim == 1 else timestep
+        timesteps = torch.cat([per_token, per_token.new_zeros(bsz, tokens.shape[1])], dim=1)
+        context = {
+            "video_coords": torch.cat([coords, reference_coords(model, reference, state.reference_factor, fps)], 2)
+        }
+        return torch.cat([noisy, tokens], dim=1), timesteps, context
+
+
+#: the option names the kit's reference data reads
+FLAGS = ReferenceFlags("reference_column", "reference_dir", "reference_downscale_factor", "LTX-2 IC-LoRA")
+
+
+class LTX2ICData(ClipData):
+    """``FamilySpec.data``: every clip with its reference clip (the kit's :class:`ReferenceMedia`)."""
+
+    def data_handler(self, cfg: TrainConfig, spec):
+        """The reference clip handler over the run's cache folder."""
+        from dit_lora.data.prepare import cache_root_for
+
+        return ReferenceMedia(cfg, spec, cache_root_for(cfg.data), flags=FLAGS)

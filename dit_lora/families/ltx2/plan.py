@@ -3,7 +3,7 @@ the worst bucket with their sound and the connectors' caption embeddings."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -12,8 +12,8 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.clip_audio import LATENTS, MASK
 from dit_lora.families.diffusion.loader import plan_parts
 from dit_lora.families.diffusion.video_sizes import ClipPlan
-from dit_lora.families.ltx2.encoders import FPS, max_sequence_length
-from dit_lora.families.ltx2.info import TRAINED
+from dit_lora.families.ltx2.encoders import FPS, REFERENCE, max_sequence_length
+from dit_lora.families.ltx2.info import TRAINED, LTX2Task
 from dit_lora.families.ltx2.model import PARTS, make_components
 from dit_lora.families.ltx2.state import run_state
 from dit_lora.plan.fake import diffusers_on_meta
@@ -59,4 +59,18 @@ class LTX2Plan(ClipPlan):
             steps = state.audio.latent_frames(frames / fps)
             out[LATENTS] = torch.empty(batch_size, steps, state.audio_width)
             out[MASK] = torch.ones(batch_size, steps)
+        return out
+
+
+class LTX2ICPlan(LTX2Plan):
+    """``FamilySpec.plan``: text-to-video's, each clip with a reference latent of its bucket / the factor."""
+
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, Any]:
+        """Text-to-video's conditioning and the worst bucket's reference latents."""
+        out = super().plan_conditioning(comps, cfg, batch_size)
+        info = cast(LTX2Task, self.task).info(cfg)
+        factor = cfg.family_options.reference_downscale_factor
+        frames, height, width = max(self.task.video_buckets(cfg), key=lambda b: b[0] * b[1] * b[2])
+        latent = ((frames - 1) // info.vae_temporal + 1, height // factor // info.vae_spatial)
+        out[REFERENCE] = torch.empty(batch_size, info.z_dim, latent[0], latent[1], width // factor // info.vae_spatial)
         return out

@@ -16,7 +16,7 @@ from dit_lora.families.diffusion.components import module_on, vae_on
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image
 from dit_lora.families.diffusion.loader import model_class
 from dit_lora.families.diffusion.video_samples import TaskVideoSamples
-from dit_lora.families.ltx2.encoders import max_sequence_length
+from dit_lora.families.ltx2.encoders import load_reference_frames, max_sequence_length
 from dit_lora.families.ltx2.state import run_state
 from dit_lora.modelfiles.pipeline_files import read_component_config
 from dit_lora.output.video import write_video
@@ -60,6 +60,20 @@ def load_vocoder(cfg: TrainConfig, device: torch.device) -> Any:
     return cls.from_pretrained(path, subfolder="vocoder", revision=cfg.model.revision, use_safetensors=True).to(device)
 
 
+def reference_call_kwargs(cfg: TrainConfig, task, state) -> dict[str, Any]:
+    """``LTX2InContextPipeline``'s reference arguments: the kept validation reference (loaded now when there is none,
+    as for a card written without a run) at strength 1, and the downscale factor."""
+    from diffusers.pipelines.ltx2.pipeline_ltx2_ic_lora import LTX2ReferenceCondition
+
+    frames = state.validation_reference if state is not None else None
+    if frames is None:
+        frames = load_reference_frames(cfg, task, None)
+    return {
+        "reference_conditions": [LTX2ReferenceCondition(frames=frames, strength=1.0)],
+        "reference_downscale_factor": int(cfg.family_options.reference_downscale_factor),
+    }
+
+
 class LTX2Samples(TaskVideoSamples):
     """``FamilySpec.samples``: clips from ``LTX2Pipeline`` at the run's first bucket and the model's frame rate, each
     ``(frames, (waveform, rate))``, written as mp4 with sound."""
@@ -74,8 +88,6 @@ class LTX2Samples(TaskVideoSamples):
         if self.task.task == "i2v":
             out["image"] = kept_conditioning_image(self.task, cfg, state)
         if self.task.task == "ic":
-            from dit_lora.families.ltx2.ic import reference_call_kwargs
-
             out.update(reference_call_kwargs(cfg, self.task, state))
         return out
 

@@ -5,8 +5,8 @@ their :class:`~dit_lora.contract.spec.FamilySpec`.
 Components, one module each: ``info.py`` (the configs read once, the clip buckets), ``model.py`` (checks, loading,
 precision, notes, defaults, demo), ``encoders.py`` (video latents, the connectors' caption embeddings, each clip's
 sound and frame rate; setup), ``loss.py`` (both streams denoised together), ``samples.py`` (clips with sound),
-``plan.py``, ``adapter.py`` (the card; the adapter file and reloading are the kit's), ``ic.py`` (what in-context
-training adds: the reference clips). What a run decides is its
+``plan.py``, ``adapter.py`` (the card; the adapter file and reloading are the kit's), ``comfyui.py``; in-context
+(IC-LoRA) adds its reference clips in each (the kit's ``reference_clips.py`` reads them). What a run decides is its
 ``LTX2Run`` (``state.py``). Precision: the transformer, Gemma-3 and the connectors in the run's dtype (bf16 by
 default), both VAEs in fp32, LoRA fp32.
 """
@@ -18,21 +18,12 @@ from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.diffusion.video_sizes import ClipData
 from dit_lora.families.ltx2.adapter import LTX2_VAE, LTX2Card
-from dit_lora.families.ltx2.comfyui import EXPORTS
-from dit_lora.families.ltx2.encoders import LTX2Encoders, LTX2Setup
-from dit_lora.families.ltx2.ic import (
-    IC_PIPELINE,
-    ICExports,
-    LTX2ICData,
-    LTX2ICEncoders,
-    LTX2ICLoss,
-    LTX2ICPlan,
-    LTX2ICSetup,
-)
-from dit_lora.families.ltx2.info import I2V_PIPELINE, PIPELINE, LTX2Task
-from dit_lora.families.ltx2.loss import LTX2Loss
+from dit_lora.families.ltx2.comfyui import EXPORTS, ICExports
+from dit_lora.families.ltx2.encoders import LTX2Encoders, LTX2ICEncoders, LTX2ICSetup, LTX2Setup
+from dit_lora.families.ltx2.info import I2V_PIPELINE, IC_PIPELINE, PIPELINE, LTX2Task
+from dit_lora.families.ltx2.loss import LTX2ICData, LTX2ICLoss, LTX2Loss
 from dit_lora.families.ltx2.model import DEFAULTS, LTX2Demo, LTX2Model, LTX2Notes
-from dit_lora.families.ltx2.plan import LTX2Plan
+from dit_lora.families.ltx2.plan import LTX2ICPlan, LTX2Plan
 from dit_lora.families.ltx2.samples import LTX2Samples
 
 TASKS = {

@@ -56,6 +56,9 @@ def test_demo_clips_have_the_longest_buckets_frames_and_only_with_a_folder(monke
     demo_clips(_cfg(None), video, 64, fps=16)
     assert made == []
     demo_clips(_cfg(str(tmp_path)), video, 64, fps=16)
-    assert made == [(str(tmp_path), {"n": 2, "num_frames": 17, "size": 64, "fps": 16, "sound": "none"})]
+    assert made == [(str(tmp_path), {"n": 2, "num_frames": 17, "size": 64, "fps": 16, "sound": "none",
+                                     "references": False})]
     demo_clips(_cfg(str(tmp_path)), video, 64, fps=24, sound="mixed")  # LTX-2's: a tone on every other clip
     assert made[-1][1]["sound"] == "mixed" and made[-1][1]["fps"] == 24
+    demo_clips(_cfg(str(tmp_path)), video, 64, fps=24, references=True)  # LTX-2 IC-LoRA's: each with its reference
+    assert made[-1][1]["references"] is True

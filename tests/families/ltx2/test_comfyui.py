@@ -59,3 +59,16 @@ def test_an_unknown_module_is_refused_by_name():
              "transformer.not_a_layer.lora_B.weight": torch.zeros(2, 2)}
     with pytest.raises(UserError, match=re.escape("not_a_layer")):
         EXPORTS.comfyui_state(state)
+
+
+def test_the_downscale_factor_goes_into_the_adapters_metadata(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from dit_lora.families.ltx2.comfyui import stamp_factor, stamped_factor
+
+    path = tmp_path / "pytorch_lora_weights.safetensors"
+    save_file({"a": torch.ones(2)}, str(path), metadata={"format": "pt"})
+    assert stamped_factor(path) is None
+    stamp_factor(path, 2)
+    assert stamped_factor(path) == 2
+    assert torch.equal(load_file(str(path))["a"], torch.ones(2))

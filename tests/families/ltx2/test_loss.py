@@ -1,6 +1,8 @@
 """families/ltx2/loss.py: the sigma density is the LTX-2 trainer's, video tokens are packed as the pipeline packs
 them, the joint loss is the video MSE plus the weighted audio MSE over the sounding steps, and a clip without sound
-(or ``--audio off``) gives the audio stream's LoRA no gradient."""
+(or ``--audio off``) gives the audio stream's LoRA no gradient; in-context, the step gives the transformer what
+diffusers' ``LTX2InContextPipeline`` gives it (the clip's tokens, then the reference's at timestep 0 with positions
+scaled by the downscale factor) and the reference is out of the loss."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import torch
 from ltx2_configs import ltx2_cfg
 
 from dit_lora.contract.capabilities import TextSettings
-from dit_lora.families.ltx2.loss import LTX2Loss, pack_video, shifted_logit_normal
+from dit_lora.families.ltx2.encoders import REFERENCE
+from dit_lora.families.ltx2.loss import LTX2ICLoss, LTX2Loss, pack_video, shifted_logit_normal
 from dit_lora.families.ltx2.model import make_components
 
 
@@ -217,3 +220,100 @@ def test_uncached_clips_are_placed_at_their_own_frame_rate(tiny, tmp_path):
 
     out = get_spec("ltx2").loss.prepare_batch(comps, batch, "cpu", cached=False)
     assert out["fps"] == 8.0 and "clip_fps" not in out and out["latents"].shape[2] == 3
+
+
+# ---- in-context (IC-LoRA): the step as LTX2InContextPipeline's, the reference out of the loss ----
+
+class Spy(torch.nn.Module):
+    """Stands in for the transformer: records each call's arguments and answers zeros (the pipeline's step and the
+    loss go on), ``reference_value`` on the tokens after ``target`` (what the loss must never read)."""
+
+    def __init__(self, transformer, target: int = 0, reference_value: float = 0.0) -> None:
+        super().__init__()
+        self.inner, self.calls, self.target, self.value = transformer, [], target, reference_value
+        self.config, self.rope, self.audio_rope = transformer.config, transformer.rope, transformer.audio_rope
+        self.dtype, self.device = transformer.dtype, transformer.device
+
+    def cache_context(self, name):
+        return self.inner.cache_context(name)
+
+    def forward(self, **kwargs):
+        self.calls.append(kwargs)
+        video = torch.zeros_like(kwargs["hidden_states"])
+        video[:, self.target :] = self.value
+        return video, torch.zeros_like(kwargs["audio_hidden_states"])
+
+
+def _pipeline_call(tiny, factor: int):
+    """One denoising step of ``LTX2InContextPipeline`` (no guidance) with a reference clip: the transformer's
+    arguments."""
+    from diffusers import LTX2InContextPipeline
+    from diffusers.pipelines.ltx2.pipeline_ltx2_ic_lora import LTX2ReferenceCondition
+    from PIL import Image
+
+    spy = Spy(tiny["transformer"])
+    parts = {k: tiny[k] for k in ("vae", "audio_vae", "text_encoder", "tokenizer", "connectors", "vocoder", "scheduler")}
+    pipe = LTX2InContextPipeline(transformer=spy, **parts)
+    pipe.set_progress_bar_config(disable=True)
+    frames = [Image.new("RGB", (64, 64), (40 * i, 90, 200)) for i in range(9)]
+    pipe(prompt="a square", reference_conditions=[LTX2ReferenceCondition(frames=frames)],
+         reference_downscale_factor=factor, num_frames=9, height=64, width=64, frame_rate=24.0, num_inference_steps=2,
+         guidance_scale=1.0, max_sequence_length=64, output_type="latent", generator=torch.manual_seed(0))
+    # the conditional half of the call (the pipeline may batch an unconditional one beside it)
+    return {k: v[:1] if isinstance(v, torch.Tensor) and v.ndim else v for k, v in spy.calls[0].items()}
+
+
+def _ic_components(tiny, factor: int = 1):
+    cfg = ltx2_cfg("x", family="ltx2_ic", reference_downscale_factor=factor)
+    extra = {"audio_vae": tiny["audio_vae"], "connectors": tiny["connectors"]}
+    comps = make_components(cfg, tiny["transformer"], tiny["vae"], tiny["text_encoder"], extra, {}, "cpu")
+    comps.state.text = TextSettings(max_sequence_length=64)
+    comps.state.reference_factor = factor
+    return cfg, comps
+
+
+@pytest.mark.parametrize("factor", [1, 2])
+def test_the_step_gives_the_transformer_what_the_in_context_pipeline_gives_it(tiny, factor):
+    theirs = _pipeline_call(tiny, factor)
+    cfg, comps = _ic_components(tiny, factor)
+    side = 8 // factor  # 64 px over the tiny VAE's 8x: 8 x 8 latents a frame, the reference's / factor
+    target = 3 * 8 * 8
+    reference_tokens = theirs["hidden_states"][:, target:]
+    assert reference_tokens.shape[1] == 3 * side * side
+    width = reference_tokens.shape[-1]
+    batch = {
+        "latents": torch.randn(1, width, 3, 8, 8),
+        REFERENCE: reference_tokens.reshape(1, 3, side, side, width).permute(0, 4, 1, 2, 3).float(),
+        "prompt_embeds": theirs["encoder_hidden_states"],
+        "audio_prompt_embeds": theirs["audio_encoder_hidden_states"],
+        "prompt_attention_mask": theirs["encoder_attention_mask"],
+        "fps": 24.0,
+    }
+    spy = Spy(tiny["transformer"])
+    LTX2ICLoss(None).compute_loss(comps, spy, batch, torch.Generator().manual_seed(0), cfg)
+    ours = spy.calls[0]
+    assert torch.equal(ours["video_coords"], theirs["video_coords"])  # the clip's positions, then the reference's
+    assert torch.equal(ours["hidden_states"][:, target:], reference_tokens.to(ours["hidden_states"].dtype))
+    for call in (ours, theirs):  # per token: the clip's sigma, the reference's 0
+        steps = call["timestep"]
+        assert steps.shape == (1, target + 3 * side * side)
+        assert (steps[:, target:] == 0).all() and (steps[:, :target] > 0).all()
+        assert steps[:, :target].unique().numel() == 1
+    # strength 1: the pipeline leaves the attention unmasked, as the step does
+    assert theirs["video_self_attention_mask"] is None and "video_self_attention_mask" not in ours
+
+
+def test_the_reference_tokens_are_out_of_the_loss(tiny):
+    cfg, comps = _ic_components(tiny)
+    gen = torch.Generator().manual_seed(0)
+    batch = {
+        "latents": torch.randn(2, 8, 3, 8, 8, generator=gen),
+        REFERENCE: torch.randn(2, 8, 3, 8, 8, generator=gen),
+        "prompt_embeds": torch.randn(2, 64, 32, generator=gen),
+        "audio_prompt_embeds": torch.randn(2, 64, 32, generator=gen),
+        "prompt_attention_mask": torch.ones(2, 64, dtype=torch.long),
+        "fps": 24.0,
+    }
+    losses = [LTX2ICLoss(None).compute_loss(comps, Spy(tiny["transformer"], 192, value), batch,
+                                            torch.Generator().manual_seed(1), cfg) for value in (0.0, 1e6)]
+    assert torch.isfinite(losses[0]) and torch.equal(losses[0], losses[1])
