@@ -220,9 +220,29 @@ def check_reference_config(cfg: TrainConfig, task, model: str) -> None:
                 f"that are multiples of {multiple}. Use a factor that divides the bucket's sides into multiples of "
                 f"{multiple} (1 always does), or other sizes (--height/--width, --frame_buckets)."
             )
+    refuse_folder_inside_captioned_data(cfg)
     reference = cfg.family_options.validation_reference
     if reference and not Path(reference).is_file():
         raise UserError(
             f"--validation_reference `{reference}` does not exist. Give a clip, or leave it unset to condition "
             "validation clips on the first training clip's reference."
+        )
+
+
+def refuse_folder_inside_captioned_data(cfg: TrainConfig) -> None:
+    """Refuse a ``--reference_dir`` inside a ``--train_data_dir`` that has no metadata file: there every clip of the
+    folder (its subfolders too) is a training clip with a caption file beside it, so the references would be read as
+    clips without captions. With a metadata file only its rows are clips, and a folder inside is fine."""
+    from dit_lora.data.sources import METADATA_FILENAMES
+
+    folder, data = cfg.family_options.reference_dir, cfg.data.train_data_dir
+    if not folder or not data or any((Path(data) / name).is_file() for name in METADATA_FILENAMES):
+        return
+    inside = Path(folder).absolute().is_relative_to(Path(data).absolute())
+    if inside:
+        raise UserError(
+            f"--reference_dir `{folder}` is inside --train_data_dir `{data}`, which has no metadata.jsonl: every clip "
+            "there, the references too, would be read as a training clip with a caption file. Move the references "
+            "beside the data folder (e.g. `data/` and `references/`), or list the clips in a metadata.jsonl "
+            "(`file_name`, `text`, `reference_path`)."
         )

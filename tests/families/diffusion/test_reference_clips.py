@@ -92,3 +92,23 @@ def test_what_an_in_context_run_cannot_take_is_refused_before_loading(tmp_path, 
                    frame_buckets="9x64x64", **values)
     with pytest.raises(UserError, match=needle.replace("(", r"\(")):
         ltx2_spec("ltx2_ic").model.validate_config(cfg)
+
+
+def test_a_reference_folder_inside_a_folder_of_captioned_clips_is_refused_before_loading(tmp_path, tiny_folder):
+    """Without a metadata file every clip of the data folder is a training clip: references inside it would be read
+    as clips without captions (a misleading paragraph), so the folder is refused first; with one, it is fine."""
+    root, rows = _pairs(tmp_path)
+    (root / "metadata.jsonl").unlink()
+    for r in rows:
+        (root / r["file_name"]).with_suffix(".txt").write_text(r["text"])
+    values = {"train_data_dir": str(root), "reference_dir": str(root / "references"), "max_num_frames": 9,
+              "height": 64, "width": 64, "frame_buckets": "9x64x64", "frame_sampling": "first"}
+    with pytest.raises(UserError, match=r"--reference_dir `.*references` is inside --train_data_dir .* has no "
+                                        r"metadata\.jsonl"):
+        ltx2_spec("ltx2_ic").model.validate_config(ltx2_cfg(tiny_folder, family="ltx2_ic", **values))
+    beside = tmp_path / "references"
+    (root / "references").rename(beside)
+    cfg = ltx2_cfg(tiny_folder, family="ltx2_ic", **{**values, "reference_dir": str(beside)})
+    ltx2_spec("ltx2_ic").model.validate_config(cfg)
+    samples = _media(cfg).list_samples()
+    assert [s.conditions for s in samples] == [(str(beside / r["file_name"]),) for r in rows]
