@@ -151,6 +151,11 @@ def metadata_root(cfg: TrainConfig, reads: str, column: str) -> str:
     return os.fspath(cfg.data.train_data_dir)
 
 
+def columns_named(column: str | None, defaults: tuple[str, ...]) -> str:
+    """How a refusal names where the conditions were looked for: the family option's column, else every default."""
+    return f"`{column}`" if column else "any of " + ", ".join(f"`{c}`" for c in defaults)
+
+
 def sample_controls(
     found: dict[tuple[str, str], Controls], sample, folder: str | None, flag: str, extensions=None
 ) -> Controls | None:
@@ -292,7 +297,7 @@ class EditMedia(ImageMedia):
             self._columns[sample.key] = controls.column
             out.append(dataclasses.replace(sample, conditions=controls.paths))
         if missing:
-            named = f"`{column}`" if column else "any of " + ", ".join(f"`{c}`" for c in CONTROL_COLUMNS)
+            named = columns_named(column, CONTROL_COLUMNS)
             raise UserError(
                 f"{len(missing)} sample(s) of --train_data_dir have no control image in {named} of their metadata "
                 f"row{f' nor in --{self.flags.folder}' if folder else ''}: {name_some(missing)}. An edit model learns "

@@ -29,7 +29,7 @@ from dit_lora.data.samples import name_some
 from dit_lora.data.video import FrameStart, decode_clip
 from dit_lora.data.video_prepare import VideoMedia
 from dit_lora.data.video_sample import CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoDecodeError, VideoSample
-from dit_lora.families.diffusion.edit_data import metadata_controls, metadata_root, sample_controls
+from dit_lora.families.diffusion.edit_data import columns_named, metadata_controls, metadata_root, sample_controls
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -117,8 +117,7 @@ class ReferenceMedia(VideoMedia):
                 )
             out.append(dataclasses.replace(sample, conditions=controls.paths))
         if missing:
-            column = self.option("column")
-            named = f"`{column}`" if column else "any of " + ", ".join(f"`{c}`" for c in REFERENCE_COLUMNS)
+            named = columns_named(self.option("column"), REFERENCE_COLUMNS)
             raise UserError(
                 f"{len(missing)} clip(s) of --train_data_dir have no reference clip in {named} of their metadata "
                 f"row{f' nor in --{self.flags.folder}' if folder else ''}: {name_some(missing)}. An in-context LoRA "
