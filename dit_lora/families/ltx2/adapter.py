@@ -86,6 +86,7 @@ class LTX2Card(KitCard):
             "audio_loss_weight": cfg.family_options.audio_loss_weight,
             "max_sequence_length": max_sequence_length(cfg),
             "frame_sampling": cfg.video.frame_sampling,
+            "first_frame_conditioning_p": getattr(cfg.family_options, "first_frame_conditioning_p", 1.0),
             **(
                 {"reference_downscale_factor": cfg.family_options.reference_downscale_factor}
                 if self.task.task == "ic"

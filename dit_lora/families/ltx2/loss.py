@@ -16,7 +16,8 @@ loss. The transformer places video tokens in time at each clip's own frame rate 
 Image-to-video is ``LTX2ImageToVideoPipeline``'s denoising step: the first latent frame is the clean latent of the
 first frame (the video VAE is causal in time, so the clip's own first latent frame is the image's), its tokens get
 timestep 0 (the pipeline's ``timestep * (1 - conditioning_mask)`` per token; the audio stream's and ``sigma`` stay
-the clip's), and it is left out of the loss.
+the clip's), and it is left out of the loss. ``--first_frame_conditioning_p`` does the same for text-to-video and
+in-context steps, the whole batch on that share of the steps (Lightricks' ``first_frame_conditioning_p``: 0.1 there).
 
 In-context (IC-LoRA, ``--family ltx2_ic``, ``LTX2InContextPipeline``): each clip trained with its reference
 clip (a depth, pose or edge video, ...) beside it, as diffusers' ``pipeline_ltx2_ic_lora.py`` generates and Lightricks'
@@ -91,11 +92,43 @@ class LTX2Loss(DiffusionLoss):
         out["fps"] = rate if rate > 0 else float(TRAINED["fps"])
         return out
 
+    def first_frame(
+        self,
+        video: torch.Tensor,
+        noisy: torch.Tensor,
+        timestep: torch.Tensor,
+        grid: tuple[int, int],
+        generator: torch.Generator,
+        cfg: TrainConfig,
+    ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor | None]:
+        """``(noisy tokens, their timesteps, the first token in the loss, per-token loss weights or None)``.
+
+        Image-to-video: the first latent frame (``grid``: latent frames, tokens a frame) clean at timestep 0, out of
+        the loss. Otherwise, with ``--first_frame_conditioning_p`` and more than one latent frame: the same for the
+        whole batch on a share of the steps, as Lightricks' trainer does; the draw is a device tensor from the run's
+        generator (no host sync, resumed bit for bit), so the frame's tokens take it as a 0/1 weight."""
+        frames, per_frame = grid
+        if self.image_to_video:  # LTX2ImageToVideoPipeline's step: frame 0 clean, its tokens at timestep 0
+            noisy = torch.cat([video[:, :per_frame], noisy[:, per_frame:]], dim=1)
+            per_token = timestep[:, None].expand(video.shape[0], video.shape[1]).clone()
+            per_token[:, :per_frame] = 0.0
+            return noisy, per_token, per_frame, None
+        p = float(getattr(cfg.family_options, "first_frame_conditioning_p", 0.0) or 0.0)
+        if p <= 0 or frames < 2:
+            return noisy, timestep, 0, None
+        drawn = torch.rand((), generator=generator, device=video.device) < p
+        given = torch.zeros(video.shape[1], dtype=torch.bool, device=video.device)
+        given[:per_frame] = True
+        given = given & drawn
+        noisy = torch.where(given[None, :, None], video, noisy)
+        per_token = torch.where(given[None, :], timestep.new_zeros(()), timestep[:, None].expand(-1, video.shape[1]))
+        return noisy, per_token, 0, (~given).float()
+
     def in_context(
         self, comps: Components, batch: dict[str, Any], noisy: torch.Tensor, timestep: torch.Tensor, fps: float
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """The video tokens, their timesteps and more transformer arguments with any tokens a task appends after the
-        clip's (none here: an in-context task's reference clip, :mod:`.ic`)."""
+        clip's (none here: an in-context task's reference clip, :class:`LTX2ICLoss`)."""
         return noisy, timestep, {}
 
     def compute_loss(
@@ -125,12 +158,9 @@ class LTX2Loss(DiffusionLoss):
         audio_sigmas = sigmas if sound else torch.ones_like(sigmas)
         dtype = batch["prompt_embeds"].dtype
         timestep, audio_timestep = sigmas * 1000.0, audio_sigmas * 1000.0
-        noisy, video_timestep, first = noisy_latents(video, noise, sigmas), timestep, 0
-        if self.image_to_video:  # LTX2ImageToVideoPipeline's step: frame 0 clean, its tokens at timestep 0
-            first = height * width
-            noisy = torch.cat([video[:, :first], noisy[:, first:]], dim=1)
-            video_timestep = timestep[:, None].expand(bsz, video.shape[1]).clone()
-            video_timestep[:, :first] = 0.0
+        noisy, video_timestep, first, weight = self.first_frame(
+            video, noisy_latents(video, noise, sigmas), timestep, (frames, height * width), generator, cfg
+        )
         tokens = video.shape[1]
         noisy, video_timestep, context = self.in_context(comps, batch, noisy, video_timestep, fps)
         pred, audio_pred = model(
@@ -156,7 +186,12 @@ class LTX2Loss(DiffusionLoss):
         ones = torch.ones_like(sigmas, dtype=torch.float32)
         # the pipeline never steps the conditioning frame (nor an in-context reference, after the clip): they teach
         # nothing
-        loss = weighted_mse(pred[:, first:tokens], velocity_target(video, noise)[:, first:], ones)
+        target = velocity_target(video, noise)
+        if weight is None:
+            loss = weighted_mse(pred[:, first:tokens], target[:, first:], ones)
+        else:  # a step conditioned on its first frame or not, decided on the device: the frame's tokens weigh 0 or 1
+            per_token = (pred[:, :tokens].float() - target.float()).pow(2).mean(dim=-1)
+            loss = ((per_token * weight).sum(dim=1) / weight.sum()).mean()
         if not sound:
             return loss
         audio_loss = masked_audio_mse(audio_pred, velocity_target(audio, audio_noise), batch[MASK], ones)

@@ -14,10 +14,10 @@ AUDIO_LOSS_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
-class LTX2Options(FamilyOptions):
-    """Options LTX-2 reads: ``--audio`` and ``--audio_loss_weight``."""
+class LTX2AudioOptions(FamilyOptions):
+    """Options every LTX-2 task reads: ``--audio`` and ``--audio_loss_weight``."""
 
-    TITLE = "ltx2 options (--family ltx2 or ltx2_i2v)"
+    TITLE = "ltx2 options (--family ltx2, ltx2_i2v or ltx2_ic)"
 
     audio: str = opt(
         "on",
@@ -40,8 +40,26 @@ class LTX2Options(FamilyOptions):
 
 
 @dataclass(frozen=True)
-class LTX2I2VOptions(LTX2Options, ConditioningImageOptions):
-    """LTX-2 image-to-video: the LTX-2 options plus the conditioning image's."""
+class LTX2Options(LTX2AudioOptions):
+    """LTX-2 text-to-video: the sound's options and first-frame conditioning."""
+
+    TITLE = "ltx2 options (--family ltx2 or ltx2_ic)"
+
+    first_frame_conditioning_p: float = opt(
+        0.0,
+        "The share of steps whose clips have their first frame given clean, at timestep 0 and out of the loss (the "
+        "whole batch of a step, drawn from the run's seed), so that the LoRA also works when a pipeline conditions "
+        "on a first frame (LTX2ImageToVideoPipeline, LTX2InContextPipeline's `conditions`). Lightricks' LTX-2 "
+        "trainer uses 0.1; 0 (the default) trains text-to-video alone, as before. Image-to-video always conditions.",
+        section="timesteps",
+        resume="fixed",
+        valid=Range(0, 1, why="a probability"),
+    )
+
+
+@dataclass(frozen=True)
+class LTX2I2VOptions(LTX2AudioOptions, ConditioningImageOptions):
+    """LTX-2 image-to-video: the sound's options plus the conditioning image's (its first frame is always given)."""
 
     TITLE = "ltx2_i2v options (--family ltx2_i2v)"
 

@@ -175,6 +175,67 @@ def test_image_to_video_keeps_the_first_frame_clean_at_timestep_zero_and_out_of_
     assert kw["audio_timestep"].shape == (2,)
 
 
+class FirstFrameSpy(torch.nn.Module):
+    """Records the transformer's arguments; predicts ``value`` on the first latent frame's 64 tokens, 0 elsewhere."""
+
+    def __init__(self, value: float = 0.0) -> None:
+        super().__init__()
+        self.calls, self.value = [], value
+
+    def forward(self, **kw):
+        self.calls.append(kw)
+        out = torch.zeros_like(kw["hidden_states"])
+        out[:, :64] = self.value
+        return out, torch.zeros_like(kw["audio_hidden_states"])
+
+
+def test_first_frame_conditioning_gives_the_frame_clean_at_timestep_zero_and_out_of_the_loss(tiny):
+    """--first_frame_conditioning_p 1: every step as the image-to-video step (the first frame's tokens clean at
+    timestep 0, its prediction out of the loss); 0 (the default) the text-to-video step, unchanged."""
+    _, comps, batch = _setup(tiny)
+    video = batch["latents"].flatten(2).transpose(1, 2)
+    cfg = ltx2_cfg("x", first_frame_conditioning_p=1.0)
+    spies = [FirstFrameSpy(value) for value in (0.0, 1e6)]
+    losses = [LTX2Loss(None).compute_loss(comps, spy, batch, torch.Generator().manual_seed(0), cfg) for spy in spies]
+    assert torch.isfinite(losses[0]) and torch.equal(losses[0], losses[1])  # the frame's prediction teaches nothing
+    kw = spies[0].calls[0]
+    assert torch.equal(kw["hidden_states"][:, :64], video[:, :64]) and not torch.equal(kw["hidden_states"][:, 64:],
+                                                                                          video[:, 64:])
+    assert kw["timestep"].shape == (2, 192) and (kw["timestep"][:, :64] == 0).all()
+    assert torch.equal(kw["timestep"][:, 64:], kw["sigma"][:, None].expand(2, 128))
+    plain = [FirstFrameSpy(value) for value in (0.0, 1e6)]
+    off = [LTX2Loss(None).compute_loss(comps, spy, batch, torch.Generator().manual_seed(0), ltx2_cfg("x"))
+           for spy in plain]
+    assert not torch.equal(off[0], off[1]) and plain[0].calls[0]["timestep"].shape == (2,)  # the frame trains
+
+
+def test_first_frame_conditioning_takes_the_share_of_steps_it_is_given(tiny):
+    """p = 0.5 over 200 steps of one generator: about half conditioned, the same steps for the same seed (the draw
+    is the run's generator's, so a resumed run repeats it); one latent frame is never conditioned."""
+    _, comps, batch = _setup(tiny)
+    cfg = ltx2_cfg("x", first_frame_conditioning_p=0.5)
+
+    def conditioned(seed: int, b=batch) -> list[bool]:
+        spy, generator = FirstFrameSpy(), torch.Generator().manual_seed(seed)
+        for _ in range(200):
+            LTX2Loss(None).compute_loss(comps, spy, b, generator, cfg)
+        return [bool((c["timestep"][:, 0] == 0).all()) if c["timestep"].ndim == 2 else False for c in spy.calls]
+
+    first = conditioned(0)
+    assert 70 < sum(first) < 130 and first == conditioned(0) and first != conditioned(1)
+    one_frame = {**batch, "latents": batch["latents"][:, :, :1]}
+    assert not any(conditioned(0, one_frame))
+
+
+def test_first_frame_conditioning_is_not_an_option_of_image_to_video():
+    from dit_lora.config import parse_config
+    from dit_lora.core.errors import UserError
+
+    with pytest.raises(UserError, match=r"--first_frame_conditioning_p is an option of the ltx2 and ltx2_ic families"):
+        parse_config(["--family", "ltx2_i2v", "--pretrained_model_name_or_path", "x", "--train_data_dir", "d",
+                      "--first_frame_conditioning_p", "0.1"])
+
+
 def test_the_first_latent_frame_is_the_image_to_video_pipelines_condition(tiny):
     """The video VAE is causal in time: the clip's own first latent frame is what the pipeline encodes from the image."""
     from diffusers import LTX2ImageToVideoPipeline
