@@ -82,8 +82,9 @@ def test_wan_ti2v_5b_is_one_entry_for_wan_and_wan_i2v(tmp_path):
     # text- and image-to-video too: SANA-Video's and LTX-2's checkpoints
     both = [by_hub_id(i) for i in ("Efficient-Large-Model/SANA-Video_2B_480p_diffusers", "Lightricks/LTX-2",
                                    "diffusers/LTX-2.3-Diffusers")]
-    assert all(e.families == (e.family,) for e in entries() if e not in (ti2v, *both))  # those serving two
-    assert all(len(e.families) == 2 for e in both)
+    assert all(e.families == (e.family,) for e in entries() if e not in (ti2v, *both))  # those serving several
+    assert both[0].families == ("sanavideo", "sanavideo_i2v")
+    assert all(e.families == ("ltx2", "ltx2_i2v", "ltx2_ic") for e in both[1:])  # in-context LoRAs too
     for family in ti2v.families:
         assert match(family, reader(ti2v.configs)) is ti2v
     # the 2.1 T2V 1.3B is text-to-video only: wan_i2v does not get it
