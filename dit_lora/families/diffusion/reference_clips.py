@@ -69,17 +69,24 @@ def reference_pixels(
     return decode_clip(sample.conditions[0], frames, height, width, start=start, max_pixels=max_pixels)
 
 
-def reference_problem(sample: VideoSample, frames: int) -> str | None:
-    """Why the reference of ``sample`` cannot give ``frames`` frames (missing, unreadable, too short), or None."""
+def probe_reference(sample: VideoSample, frames: int) -> tuple[str | None, float]:
+    """``(why the reference of sample cannot give frames frames, or None; its frame rate, 0 unknown)``: one probe of
+    the file (missing, unreadable, too short)."""
     path = sample.conditions[0]
     probe = VideoSample(key=path, caption="", path=path)
     if probe.is_image:
-        return None if frames == 1 else f"is an image, one frame; its clip trains {frames}"
+        return (None if frames == 1 else f"is an image, one frame; its clip trains {frames}"), 0.0
     try:
-        found = probe.probe().num_frames
+        info = probe.probe()
     except VideoDecodeError as err:
-        return str(err)
-    return None if found >= frames else f"has {found} frame(s); its clip trains {frames}"
+        return str(err), 0.0
+    too_short = f"has {info.num_frames} frame(s); its clip trains {frames}"
+    return (None if info.num_frames >= frames else too_short), info.fps
+
+
+def reference_problem(sample: VideoSample, frames: int) -> str | None:
+    """Why the reference of ``sample`` cannot give ``frames`` frames (missing, unreadable, too short), or None."""
+    return probe_reference(sample, frames)[0]
 
 
 class ReferenceMedia(VideoMedia):
@@ -135,7 +142,13 @@ class ReferenceMedia(VideoMedia):
         from dit_lora.data.validation import screen
 
         usable = super().screen(samples, log=log, quarantine=quarantine)
-        problems = [reference_problem(s, s.bucket[0]) for s in usable]
+        probed = [probe_reference(s, s.bucket[0]) for s in usable]
+        problems = [problem for problem, _ in probed]
+        # a reference at another frame rate than its clip is paired frame for frame: counted, said once
+        other_rate = sum(
+            bool(rate and s.source_fps and abs(rate - s.source_fps) > 0.01) and problem is None
+            for s, (problem, rate) in zip(usable, probed)
+        )
         if any(p is not None for p in problems):
             usable = screen(
                 usable,
@@ -151,7 +164,6 @@ class ReferenceMedia(VideoMedia):
                 "(relative to the metadata file's folder) or the files, or train fewer frames (--max_num_frames); "
                 "`dit-lora check-data` lists them.",
             )
-        other_rate = sum(self._other_rate(s) for s in usable)
         if usable:
             log(
                 f"reference clips: {len(usable)}, each decoded frame for frame with its clip, at its bucket / "
@@ -159,14 +171,6 @@ class ReferenceMedia(VideoMedia):
                 + (f"; {other_rate} come at another frame rate than their clip" if other_rate else "")
             )
         return usable
-
-    @staticmethod
-    def _other_rate(sample: VideoSample) -> bool:
-        """Whether the reference of ``sample`` (a clip) comes at another frame rate than it."""
-        if sample.is_image:
-            return False
-        rate = VideoSample(key="", caption="", path=sample.conditions[0]).probe().fps
-        return bool(rate and sample.source_fps and abs(rate - sample.source_fps) > 0.01)
 
     def check(self, samples: list, *, log: Callable[[str], Any]) -> tuple[list, list, str | None]:
         """``check-data``: every clip as training would check it, then each usable clip's reference: a row blocking

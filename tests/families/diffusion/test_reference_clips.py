@@ -112,3 +112,15 @@ def test_a_reference_folder_inside_a_folder_of_captioned_clips_is_refused_before
     ltx2_spec("ltx2_ic").model.validate_config(cfg)
     samples = _media(cfg).list_samples()
     assert [s.conditions for s in samples] == [(str(beside / r["file_name"]),) for r in rows]
+
+
+def test_references_at_another_frame_rate_are_counted_in_the_log(tmp_path, tiny_folder):
+    """A reference is paired with its clip frame for frame; one written at another rate is said, never silently."""
+    root, rows = _pairs(tmp_path)
+    write_moving_square_clip(root / rows[0]["reference_path"], num_frames=9, size=64, fps=12, outline=True)
+    cfg = ltx2_cfg(tiny_folder, family="ltx2_ic", train_data_dir=str(root), max_num_frames=9, height=64, width=64)
+    media, lines = _media(cfg), []
+    kept = media.screen(media.list_samples(), log=lines.append, quarantine=[])
+    assert len(kept) == 3
+    said = [line for line in lines if line.startswith("reference clips: 3")]
+    assert said and said[0].endswith("; 1 come at another frame rate than their clip"), said
