@@ -157,7 +157,11 @@ def columns_named(column: str | None, defaults: tuple[str, ...]) -> str:
 
 
 def sample_controls(
-    found: dict[tuple[str, str], Controls], sample, folder: str | None, flag: str, extensions=None
+    found: dict[tuple[str, str], Controls],
+    sample,
+    folder: str | None,
+    flag: str,
+    extensions: frozenset[str] | None = None,
 ) -> Controls | None:
     """The controls of ``sample``: what its metadata row names (``found``, :func:`metadata_controls`), else the
     same-named files of ``folder`` (the family's folder option ``flag``; ``extensions`` as :func:`folder_controls`

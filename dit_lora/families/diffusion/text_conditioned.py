@@ -18,6 +18,7 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.diffusion.conditioning import inspect_clips
 from dit_lora.families.diffusion.latents import model_identity
 from dit_lora.families.diffusion.prompts import (
     MASKED,
@@ -136,8 +137,6 @@ class ClipSetup(TextSettingsSetup):
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Image-to-video: refuse images (a one-frame clip has no frame after the conditioning one to learn) and
         keep the first clip's first frame (or ``--validation_image``) for validation clips."""
-        from dit_lora.families.diffusion.conditioning import inspect_clips
-
         inspect_clips(self.task, cfg, self.run_state(comps), samples, self.text_to_video)
 
 

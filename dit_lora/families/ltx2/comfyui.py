@@ -58,14 +58,18 @@ FACTOR_KEY = "reference_downscale_factor"
 
 
 def stamp_factor(path: Path, factor: int) -> None:
-    """Add ``reference_downscale_factor`` to the safetensors metadata of the adapter file at ``path``."""
+    """Add ``reference_downscale_factor`` to the safetensors metadata of the adapter file at ``path``, atomically (a
+    kill or a full disk leaves the file as it was: ``dit-lora export`` stamps its file in the run's folder)."""
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
+
+    from dit_lora.core.fileio import atomic_write
 
     with safe_open(str(path), framework="pt") as handle:
         metadata = dict(handle.metadata() or {})
     metadata[FACTOR_KEY] = json.dumps(factor)
-    save_file(load_file(str(path)), str(path), metadata=metadata)
+    tensors = load_file(str(path))
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
 def stamped_factor(path: Path) -> int | None:
@@ -81,7 +85,8 @@ def stamped_factor(path: Path) -> int | None:
 
 class ICExports:
     """``FamilySpec.exports`` and ``adapter_extras`` of IC-LoRA: LTX-2's ComfyUI file, with the downscale factor in
-    its metadata and in the adapter's (where ComfyUI's IC-LoRA nodes and Lightricks' pipelines read it)."""
+    its metadata and in the adapter's (where Lightricks' trainer writes it and diffusers' IC-LoRA docs say to find
+    it; whether ComfyUI's nodes read it is not checked)."""
 
     def __init__(self, exports: RenamedExport, weight_name: str) -> None:
         self.exports, self.weight_name = exports, weight_name

@@ -72,3 +72,25 @@ def test_the_downscale_factor_goes_into_the_adapters_metadata(tmp_path):
     stamp_factor(path, 2)
     assert stamped_factor(path) == 2
     assert torch.equal(load_file(str(path))["a"], torch.ones(2))
+
+
+def test_dit_lora_export_stamps_the_runs_factor_into_the_comfyui_file(tmp_path):
+    """An IC-LoRA run's folder (its adapter stamped with factor 2): `dit-lora export --format comfyui` writes the
+    ComfyUI file with the same factor in its metadata, the adapter left as it was."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from dit_lora.families.ltx2.comfyui import ICExports, stamp_factor, stamped_factor
+
+    g = torch.Generator().manual_seed(0)
+    name = "transformer.transformer_blocks.0.attn1.to_q"
+    state = {f"{name}.lora_A.weight": torch.randn(4, 8, generator=g), f"{name}.lora_B.weight": torch.randn(8, 4, generator=g)}
+    adapter = tmp_path / "pytorch_lora_weights.safetensors"
+    save_file(state, str(adapter), metadata={"format": "pt"})
+    stamp_factor(adapter, 2)
+    before = adapter.read_bytes()
+    written = ICExports(EXPORTS, adapter.name).export_adapter(tmp_path, "comfyui")
+    assert written and all(stamped_factor(p) == 2 for p in written) and adapter.read_bytes() == before
+    with safe_open(str(written[0]), framework="pt") as handle:
+        assert "diffusion_model.transformer_blocks.0.attn1.to_q.lora_A.weight" in handle.keys()
+    assert not list(tmp_path.glob(".*.tmp"))  # the stamp's temporary file renamed into place

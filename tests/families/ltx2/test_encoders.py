@@ -83,3 +83,24 @@ def test_the_cache_identity_follows_the_sound_and_the_caption_length(tiny_folder
     on, off = identity(ltx2_cfg(tiny_folder)), identity(ltx2_cfg(tiny_folder, audio="off"))
     assert on != off and on != identity(ltx2_cfg(tiny_folder, max_sequence_length=128))
     assert on["encoders_stamp"] and on["audio"] == "on"
+
+
+@pytest.mark.parametrize("factor", [1, 2])
+def test_the_reference_is_cached_at_its_clips_bucket_over_the_downscale_factor(tiny, tmp_path, factor):
+    """The setup records --reference_downscale_factor and the frame sampling; the cache then holds each reference as
+    the video VAE's latents of its clip's frames at the bucket's sides / the factor (the option is never ignored)."""
+    from dit_lora.data.synthetic.clips import write_moving_square_clip
+    from dit_lora.families.ltx2.encoders import REFERENCE, LTX2ICEncoders, LTX2ICSetup
+    from dit_lora.families.ltx2.spec import TASKS
+
+    reference = write_moving_square_clip(tmp_path / "ref.mp4", num_frames=9, size=64, outline=True)
+    clip = write_moving_square_clip(tmp_path / "clip.mp4", num_frames=9, size=64)
+    comps = _comps(tiny)
+    cfg = ltx2_cfg("x", family="ltx2_ic", reference_downscale_factor=factor, frame_sampling="first",
+                   validation_prompt="")
+    LTX2ICSetup(LTX2ICEncoders(), TASKS["ltx2_ic"]).configure(comps, cfg)
+    assert (comps.state.reference_factor, comps.state.frame_start) == (factor, "first")
+    sample = SimpleNamespace(path=str(clip), caption="a red square", bucket=(9, 64, 64), source_fps=8.0,
+                             is_image=False, conditions=(str(reference),))
+    latents = LTX2ICEncoders().encode_samples(comps, [sample])[REFERENCE]
+    assert latents.shape[2:] == (3, 8 // factor, 8 // factor)  # 9 frames -> 3 latent frames; 64 px / 8x VAE
