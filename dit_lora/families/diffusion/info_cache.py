@@ -119,4 +119,14 @@ class VideoTask:
         the VAE's temporal compression, there being no temporal patch)."""
         info = self.info(cfg)
         stride = f"VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}"
-        return clip_buckets(cfg, info.trained_size()[:3], info.size_multiple, info.vae_temporal, self.label, stride)
+        multiple, factor = info.size_multiple, self.reference_factor(cfg)
+        # an in-context task's references (the sides / factor) stay on the model's grid too: the automatic buckets
+        # and --height/--width are made on the grid times the factor (--frame_buckets as given: the in-context check
+        # refuses one off it, naming the factor)
+        if factor > 1 and not cfg.video.frame_buckets:
+            multiple, stride = multiple * factor, f"{stride}, times --reference_downscale_factor {factor}"
+        return clip_buckets(cfg, info.trained_size()[:3], multiple, info.vae_temporal, self.label, stride)
+
+    def reference_factor(self, cfg: TrainConfig) -> int:
+        """An in-context task's ``--reference_downscale_factor`` (1 for every other task)."""
+        return int(getattr(cfg.family_options, "reference_downscale_factor", 1) or 1) if self.task == "ic" else 1

@@ -124,3 +124,21 @@ def test_references_at_another_frame_rate_are_counted_in_the_log(tmp_path, tiny_
     assert len(kept) == 3
     said = [line for line in lines if line.startswith("reference clips: 3")]
     assert said and said[0].endswith("; 1 come at another frame rate than their clip"), said
+
+
+def test_a_downscale_factor_keeps_the_automatic_buckets_on_its_grid(tmp_path, tiny_folder):
+    """The automatic aspect buckets of an in-context run are multiples of the model's grid times the factor, so
+    every reference stays on the grid: factor 2 with the default buckets is taken (it was refused over a bucket no clip
+    used); a size off that grid is refused naming the factor."""
+    from dit_lora.families.ltx2.spec import TASKS
+
+    root, _ = _pairs(tmp_path)
+    values = {"train_data_dir": str(root), "max_num_frames": 9, "height": 64, "width": 64, "frame_sampling": "first"}
+    cfg = ltx2_cfg(tiny_folder, family="ltx2_ic", reference_downscale_factor=2, **values)
+    buckets = TASKS["ltx2_ic"].video_buckets(cfg)
+    assert len(buckets) > 1 and all(h % 16 == 0 and w % 16 == 0 for _, h, w in buckets)  # the tiny VAE's 8 x 2
+    ltx2_spec("ltx2_ic").model.validate_config(cfg)
+    assert any(h % 16 for _, h, w in TASKS["ltx2"].video_buckets(ltx2_cfg(tiny_folder, **values)))  # t2v: the 8 grid
+    off = ltx2_cfg(tiny_folder, family="ltx2_ic", reference_downscale_factor=2, **{**values, "height": 72})
+    with pytest.raises(UserError, match=r"--height 72 must be a multiple of 16 .*times --reference_downscale_factor 2"):
+        ltx2_spec("ltx2_ic").model.validate_config(off)
