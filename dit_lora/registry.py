@@ -171,6 +171,7 @@ BUILT_IN = (
     "krea2",
     "ideogram4",
     "ltx2",
+    "hunyuanvideo15",
 )
 
 _ENTRIES: list[FamilyEntry] = []

@@ -53,6 +53,7 @@ DEMO_OF = {
     "Lightricks/LTX-2": {},
     "ideogram-ai/ideogram-v4": {},
     "Efficient-Large-Model/SANA-Video_2B_480p_diffusers": {},
+    "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v": {},
 }
 #: options naming what the reader brings (their data, their output folder): the test's own folders instead
 READER_PATHS = ("train_data_dir", "video_folder", "output_dir", "cache_dir")

@@ -4,7 +4,7 @@ Every dit-lora command imports PEFT, which imports bitsandbytes when it is insta
 bitsandbytes then logs (its logger ``bitsandbytes.backends.cpu.ops``, at import) that it could not fetch an optional
 4-bit kernel from the Hub. dit-lora never uses that kernel (an nf4 base on a CPU computes with bitsandbytes' own
 code), so the line only alarms. ``dit-lora launch`` with no launch options got accelerate's list of defaulted
-options, which says ``--mixed_precision`` is 'no' while the run trains in bf16 (:data:`ACCELERATE_DEFAULTS_NOTE`). :func:`install` drops exactly that record with a filter on exactly that logger:
+options, which says ``--mixed_precision`` is 'no' while the run trains in bf16 (:data:`ACCELERATE_DEFAULTS_NOTE`); diffusers says guiders are experimental each time one is made (:data:`GUIDER_NOTE`). :func:`install` drops exactly that record with a filter on exactly that logger:
 every other message of bitsandbytes, and every warning, still shows.
 
 The ``torch_dtype`` deprecation warnings are not filtered: they are avoided, by passing the keyword the installed
@@ -24,8 +24,16 @@ BNB_KERNEL_NOTE = "Failed to load CPU gemm_4bit_forward"
 #: sets the precision itself (the list's 'no' was read as the run's precision), so the list only misleads
 ACCELERATE_LAUNCH_LOGGER = "accelerate.commands.launch"
 ACCELERATE_DEFAULTS_NOTE = "The following values were not passed to `accelerate launch`"
+#: diffusers warns on every guider it makes that guiders are experimental: HunyuanVideo 1.5's pipelines hold one as a
+#: component (its classifier-free guidance), so each load and validation said it, with nothing for a user to do
+GUIDER_LOGGER = "diffusers.guiders.guider_utils"
+GUIDER_NOTE = "Guiders are currently an experimental feature"
 #: (logger, message prefix) of every dropped record
-DROPPED = ((BNB_CPU_LOGGER, BNB_KERNEL_NOTE), (ACCELERATE_LAUNCH_LOGGER, ACCELERATE_DEFAULTS_NOTE))
+DROPPED = (
+    (BNB_CPU_LOGGER, BNB_KERNEL_NOTE),
+    (ACCELERATE_LAUNCH_LOGGER, ACCELERATE_DEFAULTS_NOTE),
+    (GUIDER_LOGGER, GUIDER_NOTE),
+)
 
 
 class DropMessage(logging.Filter):

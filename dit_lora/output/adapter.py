@@ -374,6 +374,8 @@ def load_adapter_files(pipe, output_dir: str | Path, adapter_name: str | None = 
     * Pipelines with ``load_lora_weights`` (Sana, CogVideoX): exactly ``pipe.load_lora_weights(output_dir)``
       (rank and alpha = rank from the metadata, the scale folded into lora_B), then any
       ``dit_lora_backbone.safetensors``.
+    * Pipelines without a LoRA loader whose transformer loads diffusers' file (``HunyuanVideo15Pipeline``):
+      ``pipe.transformer.load_lora_adapter(output_dir, prefix="transformer")``.
     * Pipelines without a LoRA loader (``DiTPipeline``) and transformers models: the PEFT-format adapter
       is injected at its trained rank/alpha, then the backbone weights are copied in.
     """
@@ -393,6 +395,12 @@ def load_adapter_files(pipe, output_dir: str | Path, adapter_name: str | None = 
         pipe.load_lora_weights(
             str(output_dir), weight_name=ADAPTER_FILE, adapter_name=adapter_name, use_safetensors=True
         )
+    elif hasattr(getattr(pipe, "transformer", None), "load_lora_adapter") and (output_dir / ADAPTER_FILE).is_file():
+        # a pipeline without a LoRA loader (HunyuanVideo 1.5's): diffusers' file, into its transformer
+        pipe.transformer.load_lora_adapter(
+            str(output_dir), weight_name=ADAPTER_FILE, prefix="transformer", adapter_name=adapter_name,
+            use_safetensors=True,
+        )  # fmt: skip
     elif (output_dir / PEFT_ADAPTER_FILE).is_file() and (output_dir / PEFT_CONFIG_FILE).is_file():
         _load_peft_adapter(_target_model(pipe), output_dir, adapter_name)
     else:

@@ -36,15 +36,16 @@ def test_the_split_moves_single_family_options_out_of_the_common_ones():
     qwen = {"qwenimage", "qwenimage_edit", "qwenimage_edit_plus"}
     assert set(owners("logit_mean")) == {"sana", "cogvideox", "cogvideox_i2v", "wan", "wan_i2v", *qwen, "zimage", "flux2",
                                          "sanavideo", "sanavideo_i2v", "flux", "flux_kontext", "chroma", "lumina2",
-                                         "krea2", "ideogram4"}
+                                         "krea2", "ideogram4", "hunyuanvideo15", "hunyuanvideo15_i2v"}
     # one shared group, one meaning: the conditioning image of validation samples
     assert set(owners("validation_image")) == {"cogvideox_i2v", "wan_i2v", "qwenimage_edit", "qwenimage_edit_plus",
-                                               "sanavideo_i2v", "flux_kontext", "ltx2_i2v"}
+                                               "sanavideo_i2v", "flux_kontext", "ltx2_i2v", "hunyuanvideo15_i2v"}
     assert owners("cond_image_column") == ["flux_kontext"] and owners("flux_shift") == ["flux", "flux_kontext"]
     assert owners("wan_expert") == ["wan", "wan_i2v"]
     assert owners("complex_human_instruction") == ["sana", "sanavideo", "sanavideo_i2v"] and owners("rank") == []
     assert set(owners("weighting_scheme")) == {"sana", *qwen, "flux2", "sanavideo", "sanavideo_i2v", "flux",
-                                                "flux_kontext", "chroma", "lumina2", "krea2", "ideogram4"}  # a shared group: one flag, its families
+                                                "flux_kontext", "chroma", "lumina2", "krea2", "ideogram4",
+                                                "hunyuanvideo15", "hunyuanvideo15_i2v"}  # a shared group: one flag, its families
     assert find_field("num_frames")[0].metadata["help"].startswith("Video LLMs:")
 
 

@@ -79,8 +79,22 @@ class KitAdapter:
         return diffusers_class(pipelines[0] if cfg is None else folder_pipeline(cfg.model, pipelines))
 
     def write_lora_file(self, output_dir: Path, lora_state: dict, lora_config: dict, weight_name: str) -> Path:
-        """One LoRA file through the pipeline's own saver: the model's LoRA layers and their PEFT config."""
-        self.pipeline_class().save_lora_weights(
+        """One LoRA file through the pipeline's own saver: the model's LoRA layers and their PEFT config. A pipeline
+        without one (HunyuanVideo 1.5's, in diffusers 0.42.1) gets diffusers' own writer behind every saver: the same
+        ``transformer.``-prefixed keys and metadata, which the model's ``load_lora_adapter`` reads."""
+        pipeline = self.pipeline_class()
+        if not hasattr(pipeline, "save_lora_weights"):
+            from diffusers.loaders.lora_base import LoraBaseMixin
+
+            LoraBaseMixin._save_lora_weights(
+                save_directory=output_dir,
+                lora_layers={self.lora_prefix: lora_state},
+                lora_metadata={self.lora_prefix: lora_config},
+                weight_name=weight_name,
+                safe_serialization=True,
+            )
+            return Path(output_dir) / weight_name
+        pipeline.save_lora_weights(
             output_dir,
             **{f"{self.lora_prefix}_lora_layers": lora_state},
             **{f"{self.lora_prefix}_lora_adapter_metadata": lora_config},

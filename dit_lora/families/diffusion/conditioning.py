@@ -83,3 +83,10 @@ def kept_conditioning_image(video_frames, cfg: TrainConfig, state, samples: list
         if state is not None:
             state.validation_image = image
     return image
+
+
+def to_pil(frames: torch.Tensor) -> list[Image.Image]:
+    """``(B, 3, H, W)`` in [-1, 1] -> PIL images (what a user hands an image-to-video pipeline: Wan's CLIP and
+    HunyuanVideo 1.5's SigLIP take them through their processors)."""
+    arrays = ((frames.float().permute(0, 2, 3, 1) + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8).cpu().numpy()
+    return [Image.fromarray(a) for a in arrays]

@@ -22,7 +22,12 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.families.diffusion.components import DiffusionSetup
-from dit_lora.families.diffusion.conditioning import check_validation_image, kept_conditioning_image, refuse_stills
+from dit_lora.families.diffusion.conditioning import (
+    check_validation_image,
+    kept_conditioning_image,
+    refuse_stills,
+    to_pil,
+)
 from dit_lora.families.wan.adapter import WanAdapter, WanCard
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import transformer_config
@@ -125,7 +130,7 @@ class WanI2VEncoders(WanEncoders):
                 conditions.append(condition)
             out["condition"] = torch.cat(conditions).float()
             if "image_encoder" in comps.encoders:
-                out["image_embeds"] = pipe.encode_image(_to_pil(first), vae.device).float()
+                out["image_embeds"] = pipe.encode_image(to_pil(first), vae.device).float()
         return out
 
 
@@ -244,11 +249,3 @@ class WanI2VCard(WanCard):
             f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
             "\n    image=image,",
         )
-
-
-def _to_pil(frames: torch.Tensor) -> list:
-    """``(B, 3, H, W)`` in [-1, 1] -> PIL images (what a user hands the pipeline)."""
-    from PIL import Image
-
-    arrays = ((frames.float().permute(0, 2, 3, 1) + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8).cpu().numpy()
-    return [Image.fromarray(a) for a in arrays]

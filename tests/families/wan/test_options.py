@@ -72,13 +72,13 @@ def test_validation_image_is_wan_i2v_only(tmp_path):
         parse_config(MIN + ["--family", "wan", "--validation_image", "a.png"])
     text = str(caught.value)
     assert text.startswith("--validation_image is an option of the cogvideox_i2v, wan_i2v, qwenimage_edit, "
-                           "qwenimage_edit_plus, sanavideo_i2v, flux_kontext and ltx2_i2v families")
+                           "qwenimage_edit_plus, sanavideo_i2v, flux_kontext, ltx2_i2v and hunyuanvideo15_i2v families")
     assert "this run trains wan" in text and "remove --validation_image" in text and "\n" not in text
     path = tmp_path / "t2v.yaml"
     path.write_text(yaml.safe_dump({"family": "wan", "validation_image": "a.png"}))
     with pytest.raises(UserError, match=r"`validation_image` in .*t2v\.yaml is an option of the cogvideox_i2v, "
-                                        r"wan_i2v, qwenimage_edit, qwenimage_edit_plus, sanavideo_i2v, flux_kontext and "
-                                        r"ltx2_i2v families"):
+                                        r"wan_i2v, qwenimage_edit, qwenimage_edit_plus, sanavideo_i2v, flux_kontext, "
+                                        r"ltx2_i2v and hunyuanvideo15_i2v families"):
         parse_config(MIN + ["--config", str(path)])
 
 
