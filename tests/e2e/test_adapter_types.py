@@ -51,6 +51,7 @@ FAMILIES = {
     "ltx2": ("ltx2/demo.yaml", "tiny-ltx2", "moving-squares-ltx2"),
     "llava_next_video": ("videollm/demo.yaml", "tiny-llava-next-video", "qa-clips/videochat2.json"),
     "sanavideo": ("sanavideo/demo.yaml", "tiny-sanavideo", "moving-squares-sanavideo"),
+    "hunyuanvideo15": ("hunyuanvideo15/demo.yaml", "tiny-hunyuanvideo15", "moving-squares-hunyuanvideo15"),
 }
 KINDS = ("dora", "lokr", "loha")
 #: family -> the one type whose run also resumes and runs its card: each type once, LoKr on Sana (its card the

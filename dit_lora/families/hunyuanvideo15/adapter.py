@@ -11,14 +11,23 @@ from typing import Any
 
 from dit_lora.config import TrainConfig
 from dit_lora.data.frames import describe_buckets
-from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitCard, Snippet, quoted
+from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet, quoted
 from dit_lora.families.hunyuanvideo15.encoders import max_sequence_length
 from dit_lora.families.hunyuanvideo15.info import HunyuanVideo15Task
+from dit_lora.families.hunyuanvideo15.model import tiled
 from dit_lora.output.names import ADAPTER_FILE
 from dit_lora.output.video import snippet_write_video
 
 #: the VAE the reloaded pipeline and the snippet decode with in fp32
 HUNYUANVIDEO15_VAE = "AutoencoderKLHunyuanVideo15"
+
+
+class HunyuanVideo15Adapter(KitAdapter):
+    """``FamilySpec.adapter``: the kit's, the reloaded pipeline's VAE tiled as training's (:func:`~.model.tiled`)."""
+
+    def fit_loaded(self, pipe, cfg: TrainConfig) -> None:
+        """The VAE in tiles, one clip at a time."""
+        tiled(pipe.vae)
 
 
 class HunyuanVideo15Card(KitCard):
@@ -54,6 +63,7 @@ class HunyuanVideo15Card(KitCard):
                 *(["from diffusers.utils import load_image\n"] if i2v else []),
             ],
             load=load,
+            before_to="pipe.vae.enable_tiling()  # its attention spans a whole clip: tiles keep the decode in memory\n",
             before_call=f"pipe.guider = ClassifierFreeGuidance(guidance_scale={guidance})  # the call takes none\n"
             + image_lines,
             output="video",

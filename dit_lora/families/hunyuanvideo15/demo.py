@@ -86,8 +86,10 @@ def _vae_scaling(vae: Any) -> None:
 
     geometry = TINY_GEOMETRY
     clips = tiny.moving_square_clips(0, 4, geometry["num_frames"], geometry["height"], geometry["width"])
-    with torch.no_grad():  # one clip at a time: the VAE's attention mask takes a batch of one (diffusers 0.42.1)
-        latents = torch.cat([vae.encode(clip[None]).latent_dist.mode() for clip in clips])
+    vae.enable_slicing()  # one clip at a time: the VAE's attention mask takes a batch of one (diffusers 0.42.1)
+    with torch.no_grad():
+        latents = vae.encode(clips).latent_dist.mode()
+    vae.disable_slicing()
     vae.register_to_config(scaling_factor=tiny.scaling_factor(latents))
 
 

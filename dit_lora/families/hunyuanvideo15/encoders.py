@@ -138,13 +138,14 @@ class HunyuanVideo15Encoders(DiffusionEncoders):
             "text_dtype": cfg.training.mixed_precision,
             "max_sequence_length": max_sequence_length(cfg),
             "latents": "posterior_mode_scaled_fp32",
+            "vae_tiling": "256px_tiles_overlap_0.25",  # a clip over 256 px a side encodes in blended tiles
             **({"image_embeds": "siglip_first_frame"} if i2v else {}),
             **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),
         }
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
         """``(B, F, 3, H, W)`` in [-1, 1] -> ``{"latents": (B, 32, F', h, w)}``: the posterior mode times the VAE's
-        ``scaling_factor``, one clip at a time (the VAE's attention mask takes a batch of one); image-to-video adds
+        ``scaling_factor`` (:meth:`clip_latents`); image-to-video adds
         ``image_embeds``, SigLIP's tokens of each clip's first frame as the pipeline computes them."""
         out = {"latents": self.clip_latents(comps, pixel_values)}
         if self.task.task == "i2v":
@@ -152,12 +153,13 @@ class HunyuanVideo15Encoders(DiffusionEncoders):
         return out
 
     def clip_latents(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
-        """``(B, F, 3, H, W)`` in [-1, 1] -> ``(B, 32, F', h, w)``: the posterior mode times ``scaling_factor``, fp32."""
+        """``(B, F, 3, H, W)`` in [-1, 1] -> ``(B, 32, F', h, w)``: the posterior mode times ``scaling_factor``, fp32
+        (the VAE tiled and sliced by :func:`~.model.tiled`)."""
         vae = comps.encoders["vae"]
         scale = required(run_state(comps).scaling_factor, "scaling_factor")
         clips = pixel_values.to(vae.device, torch.float32).transpose(1, 2)  # (B, 3, F, H, W)
         with torch.no_grad():
-            latents = torch.cat([vae.encode(clip[None]).latent_dist.mode() for clip in clips]) * scale
+            latents = vae.encode(clips).latent_dist.mode() * scale
         return latents.float()
 
     def encode_prompts(

@@ -39,6 +39,7 @@ def make_components(cfg: TrainConfig, loaded: LoadedParts, device) -> Components
         {"shift": shift, "num_train_timesteps": scheduler_cfg.get("num_train_timesteps", 1000)}
     )
     sync_free(loaded.transformer)
+    tiled(loaded.vae)
     state = HunyuanVideo15Run(
         scheduler_config=scheduler_cfg,
         flow_tables=flow_tables(scheduler, device if device is not None else "cpu"),
@@ -46,6 +47,14 @@ def make_components(cfg: TrainConfig, loaded: LoadedParts, device) -> Components
         scaling_factor=float(loaded.vae.config.scaling_factor),
     )
     return loaded.components(scheduler, state)
+
+
+def tiled(vae: Any) -> None:
+    """The VAE in 256 px tiles, one clip at a time (diffusers' switches; the pipelines' docs tile it too): its
+    mid-block attention spans every latent of a clip with a dense causal mask, 160 GiB at 121 x 480 x 848 in one piece,
+    and its mask takes a batch of one. Clips up to 256 px a side encode whole, as without tiling."""
+    vae.enable_tiling()
+    vae.enable_slicing()
 
 
 def sync_free(transformer: Any) -> None:
@@ -140,6 +149,21 @@ class HunyuanVideo15Model(KitModel):
                 revision=cfg.model.revision,  # type: ignore[arg-type]  # None is transformers' default ("main")
             ),
         }
+
+    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
+        """``--lora_layers``, else the dual-stream blocks' attention projections (``info.default_lora_layers``), each
+        block named (the bare names would also take the caption refiner's attention), without the last block's
+        ``to_add_out``: the caption stream's output of the last block is never read, so it would get no gradient."""
+        if cfg.lora.lora_layers:
+            return list(cfg.lora.lora_layers)
+        blocks = len(getattr(model, "transformer_blocks", ()))
+        names = self.info.default_lora_layers
+        return [
+            f"transformer_blocks.{i}.attn.{name}"
+            for i in range(blocks)
+            for name in names
+            if not (name == "to_add_out" and i == blocks - 1)
+        ]
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """:func:`make_components`."""

@@ -13,10 +13,9 @@ reordered caption tokens, its modulation is inline); the generic points patch it
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.diffusion.video_sizes import ClipData
-from dit_lora.families.hunyuanvideo15.adapter import HUNYUANVIDEO15_VAE, HunyuanVideo15Card
+from dit_lora.families.hunyuanvideo15.adapter import HUNYUANVIDEO15_VAE, HunyuanVideo15Adapter, HunyuanVideo15Card
 from dit_lora.families.hunyuanvideo15.encoders import HunyuanVideo15Encoders, HunyuanVideo15Setup
 from dit_lora.families.hunyuanvideo15.info import I2V_PIPELINE, T2V_PIPELINE, HunyuanVideo15Task
 from dit_lora.families.hunyuanvideo15.loss import HunyuanVideo15Loss
@@ -79,7 +78,7 @@ def hunyuanvideo15_spec(name: str = "hunyuanvideo15") -> FamilySpec:
         samples=lambda encoders: HunyuanVideo15Samples(task, encoders),
         plan=lambda encoders, loss, _: HunyuanVideo15Plan(task, encoders, loss),
         data=ClipData(),
-        adapter=KitAdapter(info, fp32_vae=HUNYUANVIDEO15_VAE),
+        adapter=HunyuanVideo15Adapter(info, fp32_vae=HUNYUANVIDEO15_VAE),
         video_frames=task,
         frame_rate=task,
         card=HunyuanVideo15Card(task),

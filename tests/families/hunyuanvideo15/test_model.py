@@ -75,3 +75,18 @@ def test_the_sync_free_forward_reads_nothing_back_from_the_device(hv15_component
     with torch.no_grad(), Reads() as mine:
         ours(**inputs, return_dict=False)
     assert theirs.names and not mine.names, (theirs.names, mine.names)
+
+
+def test_lora_goes_on_every_dual_stream_block_but_the_last_blocks_unread_caption_output(hv15_components):
+    from dit_lora.config import TrainConfig
+    from dit_lora.registry import get_spec
+
+    model = hv15_components["transformer"]
+    cfg = TrainConfig.for_family("hunyuanvideo15", pretrained_model_name_or_path="unused")
+    targets = get_spec("hunyuanvideo15").model.lora_targets(model, cfg)
+    last = len(model.transformer_blocks) - 1
+    assert "transformer_blocks.0.attn.to_add_out" in targets and f"transformer_blocks.{last}.attn.to_add_out" not in targets
+    assert f"transformer_blocks.{last}.attn.add_q_proj" in targets and not any("refiner" in t for t in targets)
+    assert len(targets) == 8 * (last + 1) - 1
+    assert get_spec("hunyuanvideo15").model.lora_targets(model, TrainConfig.for_family(
+        "hunyuanvideo15", pretrained_model_name_or_path="unused", lora_layers=["to_q"])) == ["to_q"]  # fmt: skip
