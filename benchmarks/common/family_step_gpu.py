@@ -8,6 +8,7 @@ laid out as the Hub has it, real architecture and depth, random weights.
     python benchmarks/common/family_step_gpu.py --family wan --model Wan-AI/Wan2.2-T2V-A14B-Diffusers --layers 2 \\
         --extra "--wan_expert both"                                                    # the expert swap on CUDA
     python benchmarks/common/family_step_gpu.py --family ltx2 --extra "--quantize_base fp8_scaled ..."  # LTX-2 + sound
+    python benchmarks/common/family_step_gpu.py --family hunyuanvideo15 --extra "--quantize_base fp8_scaled ..."  # 8.3B
     python benchmarks/common/family_step_gpu.py --family flux --smoke                  # CPU: tiny, checks the script
 
 What it measures, next to the bare transformer steps (``sana/step_gpu.py``, ``wan/step_gpu.py``): everything the
@@ -42,9 +43,10 @@ FAMILIES = {
     "flux": ("black-forest-labs/FLUX.1-dev", False, (1, 1024, 1024)),
     "chroma": ("lodestones/Chroma1-HD", False, (1, 1024, 1024)),
     "ltx2": ("Lightricks/LTX-2", True, (121, 512, 768)),
+    "hunyuanvideo15": ("hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v", True, (121, 480, 848)),
 }
 #: the clips' frame rate and sound per video family (LTX-2 trains its audio: each clip gets a tone)
-CLIPS = {"wan": (16, "none"), "ltx2": (24, "tones")}
+CLIPS = {"wan": (16, "none"), "ltx2": (24, "tones"), "hunyuanvideo15": (24, "none")}
 
 
 def build_folder(root: Path, family: str, model: str, layers: int | None) -> Path:
@@ -60,6 +62,10 @@ def build_folder(root: Path, family: str, model: str, layers: int | None) -> Pat
         from ltx2_layout import ltx2_pipeline
 
         return ltx2_pipeline(root, model, layers=layers)
+    if family == "hunyuanvideo15":
+        from hunyuanvideo15_layout import hunyuanvideo15_pipeline
+
+        return hunyuanvideo15_pipeline(root, model, layers=layers or config["num_layers"])
     from flux_layout import chroma_pipeline, dev_pipeline
 
     double, single = config["num_layers"], config["num_single_layers"]

@@ -4,10 +4,10 @@ Facts (diffusers 0.42.1 ``pipelines/hunyuan_video1_5`` and ``scripts/convert_hun
 the published checkpoints pair one ``HunyuanVideo15Transformer3DModel`` (8.3B: 54 dual-stream blocks of 16 x 128,
 patch 1, an input of 65 channels: the latents, the condition latents and their mask) with
 ``AutoencoderKLHunyuanVideo15`` (32 channels, 16x spatial, 4x temporal; latents multiplied by its
-``scaling_factor``, 1.03682), ``Qwen2_5_VLTextModel`` (Qwen2.5-VL-7B's language model: 1,000 tokens after the
-108 of the system prompt, ``hidden_states[-3]``) and ByT5 (256 tokens, the prompt's quoted text only); the
-image-to-video checkpoints add SigLIP (729 tokens of 1152). 480p checkpoints sample with shift 5, 720p with 7 (9 for
-the distilled 720p image-to-video); the pipelines generate 121 frames, written at 24 fps. The transformer config's
+``scaling_factor``, 1.03682), ``Qwen2_5_VLTextModel`` (Qwen2.5-VL-7B's language model: 1,000 tokens after the 108 of
+the system prompt, ``hidden_states[-3]``) and ByT5 (256 tokens, the prompt's quoted text only); the image-to-video
+checkpoints add SigLIP (729 tokens of 1152). 480p checkpoints sample with shift 5, the 720p text-to-video with 9 and
+image-to-video with 7; the pipelines generate 121 frames, written at 24 fps. The transformer config's
 ``target_size`` (640 at 480p, 960 at 720p) sizes the image-to-video pipeline's video from the image's aspect.
 """
 
