@@ -532,6 +532,7 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
             "name the held-out samples of the validation loss: the split holds out part of the training data, the "
             "folder is a separate data set. Give one of them."
         )
+    check_output_name(cfg.training.output_name)
     if cfg.hub.push_to_hub and not cfg.hub.hub_model_id:
         raise UserError("--push_to_hub needs --hub_model_id (e.g. `me/my-sana-lora`).")
     if cfg.hub.push_later_ok and not cfg.hub.push_to_hub:
@@ -540,6 +541,30 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
             "--push_later_ok only says what --push_to_hub does when the start-of-run check finds that the push "
             "cannot happen, but --push_to_hub is off, so nothing would be pushed. Add --push_to_hub (with "
             "--hub_model_id) to upload the adapter at the end, or drop --push_later_ok."
+        )
+
+
+#: the names dit-lora's own files use: a named copy of one of them would be taken for (or replace) that file
+RESERVED_NAMES = ("pytorch_lora_weights", "adapter_model", "dit_lora_backbone")
+
+
+def check_output_name(name: str | None) -> None:
+    """``--output_name``: a plain file name without its extension (the copy is ``NAME.safetensors`` in --output_dir),
+    refused in one paragraph otherwise."""
+    if name is None:
+        return
+    problem = None
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._+-]*", name) or name.endswith("."):
+        problem = "is not a plain file name (letters, digits, space, `.`, `_`, `+` and `-`, not starting with a dot)"
+    elif name.lower().endswith(".safetensors"):
+        problem = "ends with .safetensors, which the copy adds itself"
+    elif name.lower() in RESERVED_NAMES or name.lower().startswith(tuple(n + "_" for n in RESERVED_NAMES)):
+        problem = "is a name of dit-lora's own files"
+    if problem:
+        stem = Path(name).name.removesuffix(".safetensors") or "my-lora"
+        raise UserError(
+            f"--output_name `{name}` {problem}. It names the adapter's copy NAME.safetensors in --output_dir (and "
+            f"NAME_comfyui..., NAME_ema...); give a file name without its extension, e.g. --output_name {stem}."
         )
 
 

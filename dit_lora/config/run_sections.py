@@ -39,6 +39,14 @@ class TrainingOptions:
         "removes an earlier run's checkpoint folders at start (a run still using the folder is never overridden).",
         section="training",
     )
+    output_name: str | None = opt(
+        None,
+        "Also write the adapter as NAME.safetensors in output_dir (and its ComfyUI and EMA files as NAME_comfyui, "
+        "NAME_ema ...), beside pytorch_lora_weights.safetensors, which diffusers' load_lora_weights(folder) keeps "
+        "loading: ComfyUI picks LoRA files by name (sd-scripts' and musubi-tuner's --output_name). A file of that "
+        "name that dit-lora did not write is never replaced.",
+        section="training",
+    )
     seed: int = opt(
         0, "Seed for initialisation, data order, noise and timesteps.", section="training", resume="fixed", valid=SEED
     )

@@ -19,7 +19,7 @@ from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import settle_files, write_json_atomic
 from dit_lora.modeling.adapters import is_adapter_weight
-from dit_lora.output.export import written_by_export
+from dit_lora.output.export import export_metadata, export_target, written_by_export
 from dit_lora.output.names import (
     ADAPTER_FILE,
     ADAPTER_FILES,
@@ -156,6 +156,7 @@ def write_adapter(
     *,
     comps=None,
     cfg: TrainConfig | None = None,
+    named: bool = True,
 ) -> list[Path]:
     """Save adapter (and backbone) into ``output_dir`` atomically; every tensor is checked finite first.
 
@@ -164,7 +165,8 @@ def write_adapter(
     (diffusers' file, or PEFT's where the family's consumer has no LoRA loader); LoKr and LoHa in PEFT's format
     (:func:`save_peft_adapter`) for every family, since diffusers' ``load_lora_weights`` does not read them. With the run's ``cfg``, a
     PEFT-format adapter names its base model in ``adapter_config.json``; with its ``comps`` too, a family with an
-    ``adapter_extras`` component adds the files that depend on the run.
+    ``adapter_extras`` component adds the files that depend on the run. ``named``: with the run's ``--output_name``,
+    each adapter file also as ``NAME...safetensors`` (:func:`write_named_copies`).
     """
     assert_finite(lora_state, "LoRA adapter")
     assert_finite(backbone, "backbone weights")
@@ -199,6 +201,8 @@ def write_adapter(
                 os.fsync(fh.fileno())
             os.replace(f, output_dir / f.name)
             written.append(output_dir / f.name)
+        if named and cfg is not None and cfg.training.output_name:  # --output_name's copies (EMA: its own writer's)
+            written += write_named_copies(output_dir, written, cfg.training.output_name)
         if not backbone and (output_dir / BACKBONE_FILE).exists():
             (output_dir / BACKBONE_FILE).unlink()  # a stale backbone from an overwritten run would mislead loaders
         for path in stale:  # an overwritten run's other adapter files (its index, per-expert and export files)
@@ -207,6 +211,42 @@ def write_adapter(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return written
+
+
+#: the stems of the adapter files a named copy replaces by ``--output_name`` (``<stem>_comfyui.safetensors`` too)
+ADAPTER_STEMS = tuple(name.removesuffix(".safetensors") for name in ADAPTER_FILES)
+
+
+def named_copy(name: str, output_name: str) -> str | None:
+    """The file name of ``name``'s copy under ``--output_name`` (``pytorch_lora_weights_comfyui.safetensors`` ->
+    ``NAME_comfyui.safetensors``), None for a file that is not an adapter's."""
+    for stem in ADAPTER_STEMS:
+        if name.endswith(".safetensors") and (name == stem + ".safetensors" or name.startswith(stem + "_")):
+            return output_name + name[len(stem) :]
+    return None
+
+
+def write_named_copies(output_dir: Path, written: list[Path], output_name: str) -> list[Path]:
+    """``--output_name``: each adapter file of ``written`` also as ``NAME...safetensors`` (ComfyUI users pick LoRA
+    files by name), the same tensors and metadata plus the export marker (so a later run replaces or removes it, and a
+    user's own file of that name is refused: :func:`~dit_lora.output.export.export_target`); atomic."""
+    from safetensors import safe_open
+
+    copies = []
+    for path in written:
+        target_name = named_copy(path.name, output_name)
+        if target_name is None:
+            continue
+        target = export_target(output_dir, target_name)
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = {**(handle.metadata() or {}), **export_metadata("named", path.name)}
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 - a safe_open handle is not iterable
+        staged = output_dir / f".tmp-{target_name}"
+        save_file(tensors, str(staged), metadata=dict(sorted(metadata.items())))
+        settle_files(staged)
+        os.replace(staged, target)
+        copies.append(target)
+    return copies
 
 
 def _previous_adapter_files(output_dir: Path) -> list[Path]:

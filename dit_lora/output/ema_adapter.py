@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dit_lora.contract.spec import FamilySpec
-from dit_lora.output.adapter import write_adapter
+from dit_lora.output.adapter import write_adapter, write_named_copies
 from dit_lora.output.ema_layout import EMA_FOLDER, EMA_SUFFIX, ema_files, ema_name, ema_view, remove_stale_ema
 
 if TYPE_CHECKING:
@@ -48,7 +48,9 @@ def write_ema_adapter(
     output_dir = Path(output_dir)
     staging = Path(tempfile.mkdtemp(prefix=".tmp-ema-adapter-", dir=output_dir))
     try:
-        write_adapter(spec, staging, lora_state, lora_config, backbone, backbone_patterns, comps=comps, cfg=cfg)
+        write_adapter(
+            spec, staging, lora_state, lora_config, backbone, backbone_patterns, comps=comps, cfg=cfg, named=False
+        )
         files = sorted(p for p in staging.iterdir() if p.is_file())
         if all(p.suffix == ".safetensors" for p in files):
             targets = [(p, output_dir / ema_name(p.name)) for p in files]
@@ -61,7 +63,10 @@ def write_ema_adapter(
             targets = [(p, folder / p.name) for p in files]
         for source, target in targets:
             os.replace(source, target)  # fsynced by write_adapter; the rename is atomic
-        return [target for _, target in targets]
+        written = [target for _, target in targets]
+        if cfg is not None and cfg.training.output_name:  # named after the EMA names: NAME_ema.safetensors
+            written += write_named_copies(written[0].parent, written, cfg.training.output_name)
+        return written
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -124,6 +124,7 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
             f"--output_dir `{out}` already holds a finished run ({done[0]}). Choose a new --output_dir, "
             "add --overwrite_output_dir to replace it, or --resume_from_checkpoint latest to continue it."
         )
+    check_named_copy(cfg, out)
     if cfg.checkpoints.resume_from_checkpoint:
         return None
     # A fresh run among older checkpoints would prune its own new ones (pruning keeps the highest steps) and a
@@ -141,6 +142,22 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
     for path in old:
         shutil.rmtree(path)
     return f"--overwrite_output_dir: removed {len(old)} checkpoint folder(s) of an earlier run from {out} ({names})"
+
+
+def check_named_copy(cfg: TrainConfig, out: Path) -> None:
+    """``--output_name NAME``: refuse, before training, a ``NAME.safetensors`` in ``out`` that dit-lora did not write
+    (the run would otherwise stop at its end, the adapter written but not its named copy)."""
+    if not cfg.training.output_name:
+        return
+    from dit_lora.output.export import EXPORT_MARKER, written_by_export
+
+    target = out / f"{cfg.training.output_name}.safetensors"
+    if target.is_symlink() or (target.exists() and not (target.is_file() and written_by_export(target))):
+        raise UserError(
+            f"--output_name {cfg.training.output_name}: {target} already exists and dit-lora did not write it (its "
+            f"safetensors metadata has no `{EXPORT_MARKER}` entry), so the run would not replace it with the adapter's "
+            "named copy. Move or rename that file, or choose another --output_name."
+        )
 
 
 def check_run_folders(cfg: TrainConfig) -> None:

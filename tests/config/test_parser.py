@@ -8,6 +8,7 @@ range and where it came from: ``--x v``, ``--x=v`` or a YAML file.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import yaml
@@ -316,3 +317,20 @@ def test_an_inferred_family_refuses_as_the_named_family_does(extra, expected):
             parse_config(argv, infer_family=infer)
         messages.append(str(err.value))
     assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [("../up", "not a plain file name"), (".hidden", "not a plain file name"), ("a/b", "not a plain file name"),
+     ("style.safetensors", "ends with .safetensors"), ("pytorch_lora_weights", "dit-lora's own files"),
+     ("adapter_model_v2", "dit-lora's own files")],
+)  # fmt: skip
+def test_output_name_is_a_plain_file_name_of_the_users_own(name, problem):
+    from dit_lora.config.parser import check_output_name
+    from dit_lora.core.errors import UserError
+
+    with pytest.raises(UserError, match=rf"--output_name `{re.escape(name)}` .*{problem}.* e\.g\. --output_name "):
+        check_output_name(name)
+    for good in ("my-style", "Style v2.1", "char_lora+ema"):
+        check_output_name(good)
+    check_output_name(None)

@@ -405,3 +405,14 @@ def test_adapter_files_get_the_umasks_mode(tmp_path, umask):
         [ADAPTER_FILE, "dit_lora_backbone.safetensors", "adapter_config.json", "adapter_model.safetensors"])
     for path in written:
         assert path.stat().st_mode & 0o777 == 0o666 & ~umask, (path.name, oct(path.stat().st_mode))
+
+
+def test_named_copy_renames_only_the_adapters_files():
+    from dit_lora.output.adapter import named_copy
+
+    assert named_copy("pytorch_lora_weights.safetensors", "style") == "style.safetensors"
+    assert named_copy("pytorch_lora_weights_comfyui.safetensors", "style") == "style_comfyui.safetensors"
+    assert named_copy("pytorch_lora_weights_ema.safetensors", "style") == "style_ema.safetensors"
+    assert named_copy("adapter_model.safetensors", "style") == "style.safetensors"
+    assert named_copy("dit_lora_backbone.safetensors", "style") is None
+    assert named_copy("adapter_config.json", "style") is None and named_copy("pytorch_lora_weightsX.safetensors", "s") is None
