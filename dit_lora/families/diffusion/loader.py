@@ -241,6 +241,21 @@ class KitModel(DiffusionModel):
         check_pipeline_files(self.pipeline_parts(cfg), cfg)
 
 
+def image_encoder_parts(cfg: TrainConfig, common: dict[str, Any], encoder: str, processor: str, folder: str) -> dict:
+    """An image-to-video pipeline's image encoder (the transformers class ``encoder``, fp32, eval) from
+    ``image_encoder/`` and its processor (``processor``) from ``folder``, under the pipeline's keywords
+    (``image_encoder`` and ``folder``): a :meth:`KitModel.extra_encoders` (``common``: revision, safetensors only)."""
+    path = cfg.model.pretrained_model_name_or_path
+    assert path is not None  # the parser refuses a run without one (validate_static)
+    revision: Any = cfg.model.revision  # None is transformers' default ("main")
+    return {
+        "image_encoder": model_class("transformers", encoder)
+        .from_pretrained(path, subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32), **common)
+        .eval(),
+        folder: model_class("transformers", processor).from_pretrained(path, subfolder=folder, revision=revision),
+    }
+
+
 def model_configs(cfg: TrainConfig, *folders: str) -> tuple[dict, ...]:
     """The small configs of the named model's ``folders`` (``config.json``), each ``{}`` when it cannot be read or no
     model is named (as in ``check-data``, where a family's config defaults stand in)."""

@@ -12,12 +12,11 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import automatic_note
 from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
 from dit_lora.families.diffusion.conditioning import check_validation_image
 from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, image_encoder_parts
 from dit_lora.families.diffusion.video_sizes import OneClipPerStep
 from dit_lora.families.hunyuanvideo15 import demo as tiny
 from dit_lora.families.hunyuanvideo15.info import EXAMPLE_ID, HunyuanVideo15Task, forget_infos
@@ -135,20 +134,7 @@ class HunyuanVideo15Model(KitModel):
         """Image-to-video: SigLIP (fp32) and its processor, as the pipeline loads them; nothing for text-to-video."""
         if self.task.task != "i2v":
             return {}
-        from transformers import SiglipImageProcessor, SiglipVisionModel
-
-        path = cfg.model.pretrained_model_name_or_path
-        assert path is not None  # the parser refuses a run without one (validate_static)
-        return {
-            "image_encoder": SiglipVisionModel.from_pretrained(
-                path, subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32), **common
-            ).eval(),
-            "feature_extractor": SiglipImageProcessor.from_pretrained(
-                path,
-                subfolder="feature_extractor",
-                revision=cfg.model.revision,  # type: ignore[arg-type]  # None is transformers' default ("main")
-            ),
-        }
+        return image_encoder_parts(cfg, common, "SiglipVisionModel", "SiglipImageProcessor", "feature_extractor")
 
     def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
         """``--lora_layers``, else the dual-stream blocks' attention projections (``info.default_lora_layers``), each

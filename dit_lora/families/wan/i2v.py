@@ -28,6 +28,7 @@ from dit_lora.families.diffusion.conditioning import (
     refuse_stills,
     to_pil,
 )
+from dit_lora.families.diffusion.loader import image_encoder_parts
 from dit_lora.families.wan.adapter import WanAdapter, WanCard
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import transformer_config
@@ -75,20 +76,7 @@ class WanI2VModel(WanModel):
         """Wan 2.1 I2V: the CLIP vision model (fp32, as diffusers' Wan docs load it) and its processor."""
         if not self.task.info(cfg).image_encoder:
             return {}
-        from transformers import CLIPImageProcessor, CLIPVisionModel
-
-        path = cfg.model.pretrained_model_name_or_path
-        assert path is not None  # the parser refuses a run without one (validate_static)
-        return {
-            "image_encoder": CLIPVisionModel.from_pretrained(
-                path, subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32), **common
-            ).eval(),
-            "image_processor": CLIPImageProcessor.from_pretrained(
-                path,
-                subfolder="image_processor",
-                revision=cfg.model.revision,  # type: ignore[arg-type]  # None is transformers' default ("main")
-            ),
-        }
+        return image_encoder_parts(cfg, common, "CLIPVisionModel", "CLIPImageProcessor", "image_processor")
 
 
 class WanI2VEncoders(WanEncoders):
