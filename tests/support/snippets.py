@@ -292,6 +292,7 @@ DOC_RUNS = {
     ("docs/guides/qwenimage.md", 1): "qwenimage/edit_demo.yaml",
     ("docs/guides/sana-video.md", 0): "sanavideo/i2v_demo.yaml",
     ("docs/guides/ltx-2.md", 0): "ltx2/demo.yaml",
+    ("docs/guides/hunyuanvideo-1.5.md", 0): "hunyuanvideo15/demo.yaml",
     ("docs/guides/video-llms.md", 0): "videollm/demo.yaml",
     ("docs/guides/zimage.md", 0): "zimage/demo.yaml",
 }
