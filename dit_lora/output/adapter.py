@@ -242,9 +242,12 @@ def write_named_copies(output_dir: Path, written: list[Path], output_name: str) 
             metadata = {**(handle.metadata() or {}), **export_metadata("named", path.name)}
             tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 - a safe_open handle is not iterable
         staged = output_dir / f".tmp-{target_name}"
-        save_file(tensors, str(staged), metadata=dict(sorted(metadata.items())))
-        settle_files(staged)
-        os.replace(staged, target)
+        try:
+            save_file(tensors, str(staged), metadata=dict(sorted(metadata.items())))
+            settle_files(staged)
+            os.replace(staged, target)
+        finally:  # a full disk or a signal mid-write leaves no half-written copy behind
+            staged.unlink(missing_ok=True)
         copies.append(target)
     return copies
 

@@ -416,3 +416,23 @@ def test_named_copy_renames_only_the_adapters_files():
     assert named_copy("adapter_model.safetensors", "style") == "style.safetensors"
     assert named_copy("dit_lora_backbone.safetensors", "style") is None
     assert named_copy("adapter_config.json", "style") is None and named_copy("pytorch_lora_weightsX.safetensors", "s") is None
+
+
+def test_a_named_copy_that_fails_to_write_leaves_nothing_half_written(tmp_path, monkeypatch):
+    from safetensors.torch import save_file as real_save
+
+    from dit_lora.output import adapter as module
+
+    source = tmp_path / "pytorch_lora_weights.safetensors"
+    real_save({"a.lora_A.weight": torch.ones(2, 2)}, str(source))
+
+    def full_disk(tensors, path, metadata=None):
+        open(path, "wb").write(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module, "save_file", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        module.write_named_copies(tmp_path, [source], "style")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pytorch_lora_weights.safetensors"]
+    monkeypatch.setattr(module, "save_file", real_save)
+    assert [p.name for p in module.write_named_copies(tmp_path, [source], "style")] == ["style.safetensors"]
