@@ -129,15 +129,26 @@ def opt(
     valid: Range | None = None,
     resume: str | None = None,
     applies: Applies | None = None,
+    joined_by: str | None = None,
 ) -> Any:
     """Declare a config field with its help text, allowed values for string choices, ``valid``: the range of
     a numeric option (checked at parse time, whichever way the value was given, and listed in the docs), and
     ``resume``: whether a resumed run may change it (``"free"``) or not (``"fixed"``: it changes what the saved
     state means); unset, the section's class in :data:`SECTION_RESUME` applies (:func:`resume_class`). ``applies``:
-    the families the option means something to (None: every family); given to another family, it is refused."""
+    the families the option means something to (None: every family); given to another family, it is refused.
+    ``joined_by``: a text option that takes several values (the flag given more than once, a YAML list), kept as one
+    text joined by the option this names (the section's ``__post_init__`` joins them)."""
     if resume not in (None, *RESUME_CLASSES):
         raise ValueError(f"resume must be one of {RESUME_CLASSES}, not {resume!r}")
-    meta = {"help": help, "choices": choices, "section": section, "valid": valid, "resume": resume, "applies": applies}
+    meta = {
+        "help": help,
+        "choices": choices,
+        "section": section,
+        "valid": valid,
+        "resume": resume,
+        "applies": applies,
+        "joined_by": joined_by,
+    }
     if isinstance(default, list):
         return field(default_factory=default.copy, metadata=meta)  # a fresh list per config
     return field(default=default, metadata=meta)

@@ -237,6 +237,8 @@ def add_config_flag(parser, name: str) -> None:
     if tp is bool:
         # `--flag` alone means true; `--flag false` is also accepted.
         parser.add_argument(f"--{f.name}", nargs="?", const="true", default=None, help=help_text, metavar="BOOL")
+    elif f.metadata.get("joined_by"):  # given more than once: every value kept (joined by the config)
+        parser.add_argument(f"--{f.name}", action="append", default=None, help=help_text, metavar="TEXT")
     elif typing.get_origin(tp) is list:
         parser.add_argument(f"--{f.name}", nargs="+", default=None, help=help_text, metavar="PATTERN")
     else:

@@ -10,9 +10,10 @@ generated from them (:mod:`dit_lora.config.sections` lists every section in orde
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dit_lora.config.option import BETA, DIFFUSION_FAMILIES, NON_NEGATIVE, POSITIVE, SEED, Range, opt
+from dit_lora.core.errors import UserError
 
 LR_SCHEDULERS = (
     "constant",
@@ -212,7 +213,19 @@ class ValidationOptions:
     """Validation samples and the experiment tracker."""
 
     validation_prompt: str | None = opt(
-        None, "Prompt sampled every validation_steps and at the end.", section="validation"
+        None,
+        "Prompt sampled every validation_steps and at the end. Several prompts: the flag given more than once, a "
+        "YAML list, or one text split by --validation_prompt_separator (as diffusers' CogVideoX examples); each "
+        "is sampled with its own seed (--seed plus its position in the list). Image families also write one grid "
+        "per validation with each prompt under its images; video families write the clips of each prompt.",
+        section="validation",
+        joined_by="validation_prompt_separator",
+    )
+    validation_prompt_separator: str = opt(
+        ":::",
+        "The text that separates several prompts in one --validation_prompt (diffusers' CogVideoX examples' flag "
+        "and default).",
+        section="validation",
     )
     validation_steps: int = opt(
         100,
@@ -241,6 +254,42 @@ class ValidationOptions:
     report_to: str = opt("tensorboard", "Experiment tracker.", choices=REPORT_TO, section="validation")
     logging_dir: str = opt("logs", "Tracker folder, relative to output_dir.", section="validation")
     tracker_project_name: str = opt("dit-lora", "Project name for the tracker.", section="validation")
+
+    def __post_init__(self) -> None:
+        """Several prompts given as a list (the flag more than once, a YAML list) become one text joined by the
+        separator, the form a single flag gives them in; a prompt holding the separator is refused (it would be
+        split into prompts the user did not write)."""
+        given = self.validation_prompt
+        if not isinstance(given, (list, tuple)):
+            return
+        separator = self.validation_prompt_separator
+        texts = [str(text).strip() for text in given]
+        bad = next((t for t in texts if not t or (separator and separator in t)), None)
+        problem = None
+        if len(texts) > 1 and not separator:
+            problem = "but --validation_prompt_separator is empty"
+        elif bad is not None:
+            problem = "one of them empty" if not bad else f"one of them ({bad!r}) holding the separator {separator!r}"
+        if problem:
+            raise UserError(
+                f"--validation_prompt was given {len(texts)} prompts, {problem}: several prompts are kept as one "
+                "text joined by --validation_prompt_separator. Give each prompt as text (none empty) and set "
+                "--validation_prompt_separator to a text none of them holds (default `:::`)."
+            )
+        object.__setattr__(self, "validation_prompt", separator.join(texts) if texts else None)
+
+    @property
+    def prompts(self) -> list[str]:
+        """The validation prompts, in order (none without --validation_prompt)."""
+        text = self.validation_prompt
+        if not text:
+            return []
+        parts = text.split(self.validation_prompt_separator) if self.validation_prompt_separator else [text]
+        return [part.strip() for part in parts if part.strip()]
+
+    def one_prompt(self, prompt: str) -> ValidationOptions:
+        """These options with ``prompt`` alone as --validation_prompt: what a family's samples read for one prompt."""
+        return replace(self, validation_prompt=prompt)
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,12 @@ def coerce(name: str, value: Any, source: str) -> Any:
             number = _to_number(value, tp)
             check_value(name, number, source, raw=value)
             return number
+        if tp is str and meta.get("joined_by") and isinstance(value, (list, tuple)):
+            if len(value) == 1:
+                return coerce(name, value[0], source)
+            if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+                raise ValueError
+            return [str(v) for v in value]  # several: joined by the option's section (its __post_init__)
         if tp is str:
             choices = meta.get("choices")
             # a choices object may read another spelling as its choice (--family's aliases: z-image -> zimage)

@@ -87,6 +87,7 @@ NOT_TRACED = frozenset(
         "resume_from_checkpoint",
         "allow_changed_options",
         "validation_prompt",
+        "validation_prompt_separator",
         "validation_steps",
         "num_validation_images",
         "validation_inference_steps",

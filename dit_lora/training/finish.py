@@ -15,6 +15,7 @@ import resource
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from dit_lora.output.ema_adapter import ema_view, remove_stale_ema, write_ema_ad
 from dit_lora.output.hub import push_after_run
 from dit_lora.output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from dit_lora.output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
+from dit_lora.output.samples import save_prompt_samples
 from dit_lora.training import levers, validation_loss
 from dit_lora.training.checkpoint import complete_checkpoints, newest_whole
 from dit_lora.training.run import Run
@@ -243,7 +245,8 @@ def _drop_export_checkpoint(run: Run, final_checkpoint: Path | None) -> None:
 def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
     """Samples from a fresh pipeline with the saved adapter loaded by the consumer itself."""
     cfg, spec, out = run.cfg, run.spec, run.out
-    if not cfg.validation.validation_prompt:
+    prompts = cfg.validation.prompts
+    if not prompts:
         return []
     run.engine.release_for_samples(model)  # off the accelerator so base + fresh pipeline fit (FSDP2: left sharded)
     samples = fallback.require(spec, "samples", "--validation_prompt")
@@ -255,17 +258,20 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
             continue
         with folder(out) if folder is not None else contextlib.nullcontext(out) as adapter_dir:
             pipe = spec.adapter.load_pipeline_with_adapter(cfg, adapter_dir, run.accelerator.device)
-        images = samples.generate_with_pipeline(
-            pipe,
-            cfg.validation.validation_prompt,
-            cfg,
-            cfg.training.seed,
-            cfg.validation.num_validation_images,
-            comps=run.comps,
-        )
-        files += [
-            samples.save_sample(item, out / "samples" / f"final{suffix}_{i}", cfg) for i, item in enumerate(images)
+        made = [
+            samples.generate_with_pipeline(
+                pipe,
+                prompt,
+                replace(cfg, validation=cfg.validation.one_prompt(prompt)),
+                cfg.training.seed + k,  # each prompt its own seed, as during training (loop._generate)
+                cfg.validation.num_validation_images,
+                comps=run.comps,
+            )
+            for k, prompt in enumerate(prompts)
         ]
+        files += save_prompt_samples(
+            lambda item, stem: samples.save_sample(item, stem, cfg), out / "samples", f"final{suffix}", prompts, made
+        )
         del pipe
     return files
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -28,6 +29,7 @@ from dit_lora.contract import spec as fallback
 from dit_lora.core.errors import Interrupted, UserError
 from dit_lora.core.progress import Progress
 from dit_lora.data import batches as batch_lib
+from dit_lora.output.samples import save_prompt_samples
 from dit_lora.setup.resolve import Resolved
 from dit_lora.training import ema as ema_lib
 from dit_lora.training import levers, output_lock, signals, validation_loss
@@ -213,7 +215,7 @@ def after_update(run: Run, progress: Progress, clock: _Clock, on_step: OnStep | 
     if cfg.checkpoints.checkpointing_steps and state.global_step % cfg.checkpoints.checkpointing_steps == 0:
         save_run_checkpoint(run)
     if (
-        run.validation_cond is not None
+        run.validation_conds
         and state.global_step % cfg.validation.validation_steps == 0
         and state.global_step < schedule.max_steps
     ):
@@ -315,21 +317,26 @@ def _validate(run: Run, tag: str) -> None:
         ema = levers.ema_of(run.features)
         for suffix, weights in ema_lib.validation_weights(ema, run.cfg.training.ema_validation):  # --ema_validation
             with weights, run.accelerator.autocast(), run.features.outside_step():
-                made.append(
-                    (
-                        suffix,
-                        samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.training.seed),
-                    )
-                )
+                made.append((suffix, [_generate(run, samples, model, k) for k in range(len(run.validation_conds))]))
     finally:
         model.train()
     if not run.accelerator.is_main_process:
         return
     folder = run.out / "samples"
     folder.mkdir(parents=True, exist_ok=True)
-    for suffix, images in made:
-        for i, item in enumerate(images):
-            samples.save_sample(item, folder / f"{tag}{suffix}_{i}", run.cfg)
+    prompts = [prompt for prompt, _ in run.validation_conds]
+    for suffix, per_prompt in made:
+        save_prompt_samples(
+            lambda item, stem: samples.save_sample(item, stem, run.cfg), folder, f"{tag}{suffix}", prompts, per_prompt
+        )
+
+
+def _generate(run: Run, samples, model: torch.nn.Module, k: int) -> list:
+    """The samples of validation prompt ``k`` from the model being trained: that prompt alone in the config the
+    family reads, its own seed (--seed + k)."""
+    prompt, cond = run.validation_conds[k]
+    cfg = replace(run.cfg, validation=run.cfg.validation.one_prompt(prompt))
+    return samples.generate(run.comps, model, cond, cfg, seed=run.cfg.training.seed + k)
 
 
 __all__ = ["RunState", "after_update", "check_output_dir", "train", "train_step"]

@@ -151,7 +151,8 @@ class Run:
     # arguments and no default (read before its stage, one raises AttributeError), left out of repr and comparison.
     comps: Any = field(init=False, repr=False, compare=False)  # (_load)
     data: Any = field(init=False, repr=False, compare=False)  # (_load)
-    validation_cond: dict | None = field(init=False, repr=False, compare=False)  # (_load)
+    # (prompt, what the family's samples need for it) for each --validation_prompt, in order (_load)
+    validation_conds: list[tuple[str, dict]] = field(init=False, repr=False, compare=False)
     trainables: Trainables = field(init=False, repr=False, compare=False)  # (_add_trainables)
     model: torch.nn.Module = field(init=False, repr=False, compare=False)  # as the engine wraps it (_build_optimizer)
     optimizer: Any = field(init=False, repr=False, compare=False)  # (_build_optimizer)
@@ -199,7 +200,7 @@ def setup(cfg: TrainConfig | Resolved) -> Run:
     resolved here first (before the Accelerator exists).
     """
     run = _start(_checked(cfg))
-    run.comps, run.data, run.validation_cond = _load(run)
+    run.comps, run.data, run.validation_conds = _load(run)
     run.trainables = _add_trainables(run)
     _install_kernels(run)
     run.model, run.optimizer, run.schedule, run.guard = _build_optimizer(run)
@@ -408,24 +409,27 @@ def _log_start_notes(cfg: TrainConfig, spec, log) -> None:
         log(f"quantized text encoder (--quantize_text_encoder): {quantize.describe_text_encoder(cfg.model)}")
 
 
-def _load(run: Run) -> tuple[Any, Any, dict | None]:
-    """The family's components, the validation prompt's inputs and the data (screened, maybe cached); returns
-    (components, data, validation inputs)."""
+def _load(run: Run) -> tuple[Any, Any, list[tuple[str, dict]]]:
+    """The family's components, the validation prompts' inputs and the data (screened, maybe cached); returns
+    (components, data, [(prompt, its validation inputs)])."""
     cfg, spec, device = run.cfg, run.spec, run.accelerator.device
     comps = spec.model.load_components(cfg, device)
     check_fp16_model(comps.model, cfg.training.allow_fp16)
     fallback.configure(spec, comps, cfg)
     trainables.check_adapter_rank(comps.model, spec, cfg)  # before the data and its cache, not after them
-    validation_cond = None
-    if cfg.validation.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
+    validation_conds = []
+    if cfg.validation.prompts:  # prepared while the encoders are loaded: building the data may release them
         samples = fallback.require(spec, "samples", "--validation_prompt")
-        validation_cond = samples.validation_inputs(comps, cfg.validation)
+        validation_conds = [
+            (prompt, samples.validation_inputs(comps, cfg.validation.one_prompt(prompt)))
+            for prompt in cfg.validation.prompts
+        ]
     data = spec.data.build_data(cfg, spec, comps, run.accelerator)
     if data is None:  # the family keeps the standard data path
         data = prepare_data(cfg, spec, comps, run.accelerator)
     # the blocks that waited in host memory for the cache (FSDP2: sharded from there)
     run.engine.bring_waiting(comps.model, spec.info.block_lists, cfg.performance.blocks_to_swap, device, run.log)
-    return comps, data, validation_cond
+    return comps, data, validation_conds
 
 
 def _add_trainables(run: Run) -> Trainables:

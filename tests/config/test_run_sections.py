@@ -39,3 +39,54 @@ def test_each_field_names_its_own_section_and_the_section_a_resume_class():
         assert cls.__module__ == run_sections.__name__
         assert {f.metadata["section"] for f in fields(cls)} == {name}
         assert SECTION_RESUME[name] == "free"
+
+
+# ---- several validation prompts ----------------------------------------------------------------------------------
+MODEL_AND_DATA = ["--family", "sana", "--pretrained_model_name_or_path", "me/model", "--train_data_dir", "/data"]
+
+
+def test_validation_prompt_given_more_than_once_keeps_every_prompt_in_order():
+    from dit_lora.config import parse_config
+
+    cfg = parse_config([*MODEL_AND_DATA, "--validation_prompt", "a cat", "--validation_prompt", "a dog, at noon"])
+    assert cfg.validation.prompts == ["a cat", "a dog, at noon"]
+    assert cfg.validation.validation_prompt == "a cat:::a dog, at noon"  # one text, as a single flag gives it
+    one = parse_config([*MODEL_AND_DATA, "--validation_prompt", "a cat, at dusk"])
+    assert one.validation.prompts == ["a cat, at dusk"] and one.validation.validation_prompt == "a cat, at dusk"
+
+
+def test_diffusers_separator_and_a_yaml_list_give_the_same_prompts(tmp_path):
+    import yaml
+
+    from dit_lora.config import parse_config
+
+    split = parse_config([*MODEL_AND_DATA, "--validation_prompt", "a cat ::: a dog"])
+    own = parse_config([*MODEL_AND_DATA, "--validation_prompt", "a cat | a dog", "--validation_prompt_separator", "|"])
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"validation_prompt": ["a cat", "a dog"]}))
+    listed = parse_config(["--config", str(config), *MODEL_AND_DATA])
+    assert split.validation.prompts == own.validation.prompts == listed.validation.prompts == ["a cat", "a dog"]
+    flag_wins = parse_config(["--config", str(config), *MODEL_AND_DATA, "--validation_prompt", "a fox"])
+    assert flag_wins.validation.prompts == ["a fox"]
+
+
+def test_one_prompt_is_what_a_family_reads_for_each_prompt():
+    validation = schema.ValidationOptions(validation_prompt=["a cat", "a dog"])
+    assert [validation.one_prompt(p).validation_prompt for p in validation.prompts] == ["a cat", "a dog"]
+    assert [validation.one_prompt(p).prompts for p in validation.prompts] == [["a cat"], ["a dog"]]
+    assert schema.ValidationOptions().prompts == []
+
+
+def test_a_prompt_holding_the_separator_or_an_empty_one_is_refused_in_one_paragraph():
+    import pytest
+
+    from dit_lora.config import parse_config
+    from dit_lora.core.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        parse_config([*MODEL_AND_DATA, "--validation_prompt", "a:::b", "--validation_prompt", "c"])
+    assert "'a:::b'" in str(err.value) and "--validation_prompt_separator" in str(err.value)
+    with pytest.raises(UserError, match="one of them empty"):
+        parse_config([*MODEL_AND_DATA, "--validation_prompt", "a cat", "--validation_prompt", " "])
+    with pytest.raises(UserError, match="separator is empty"):
+        schema.ValidationOptions(validation_prompt=["a", "b"], validation_prompt_separator="")

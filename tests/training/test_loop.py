@@ -17,7 +17,7 @@ from dit_lora.core.errors import Interrupted
 from dit_lora.contract.capabilities import Samples
 from dit_lora.training import levers, loop
 from dit_lora.training.engine import make_engine
-from config_stand_in import stand_in
+from dit_lora.config import TrainConfig
 
 
 class Progress:
@@ -46,8 +46,8 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
                                   trackers=[SimpleNamespace(finish=lambda: events.append(("end",)))])
     guard = SimpleNamespace(read=lambda: _reading(), rollbacks=[])
     recovery = SimpleNamespace(at_check=lambda step, reading, model: events.append(("check", step)))
-    cfg = stand_in(checkpointing_steps=checkpointing_steps, validation_steps=validation_steps, seed=0,
-                   ema_validation="trained")
+    cfg = TrainConfig(checkpointing_steps=checkpointing_steps, validation_steps=validation_steps, seed=0,
+                      ema_validation="trained", validation_prompt="a red square")
     model = torch.nn.Linear(2, 2)
     family = SimpleNamespace(generate=lambda comps, m, cond, cfg, seed: (events.append(("generate", m.training)),
                                                                            ["a", "b"])[1],
@@ -61,7 +61,7 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
                           comps=None, engine=engine,
                           optimizer=SimpleNamespace(optimizer="inner"), spec=SimpleNamespace(samples=family, name=family.name),
                           out=tmp_path, data=SimpleNamespace(held_out=None),
-                          validation_cond={"x": 1} if validation else None,
+                          validation_conds=[("a red square", {"x": 1})] if validation else [],
                           hooks=SimpleNamespace(crash_point=lambda *a: None), log=print)
     return run, events
 
@@ -82,6 +82,22 @@ def test_after_update_runs_checks_checkpoints_and_validation_on_schedule(tmp_pat
                                                                       ("sample", "step4_1")]
     assert run.model.training and (tmp_path / "samples").is_dir()
     assert clock.steps(run.state) == 6 and clock.last_window is not None
+
+
+def test_several_prompts_sample_each_with_its_own_prompt_and_seed_and_name_their_files(tmp_path, monkeypatch):
+    """Each --validation_prompt's inputs, that prompt alone in the config the family reads, the run's seed plus the
+    prompt's position; the files named by prompt (no grid: the stand-in's samples are not images)."""
+    run, events = _run(tmp_path, validation_steps=2)
+    calls = []
+    run.spec.samples.generate = lambda comps, m, cond, cfg, seed: (
+        calls.append((cond, cfg.validation.validation_prompt, cfg.validation.prompts, seed)) or ["s"])
+    run.validation_conds = [("a cat", {"k": 0}), ("a dog", {"k": 1}), ("a fox", {"k": 2})]
+    monkeypatch.setattr(loop, "save_run_checkpoint", lambda r: None)
+    for _ in range(2):
+        loop.after_update(run, Progress(), loop._Clock(0))
+    assert calls == [({"k": 0}, "a cat", ["a cat"], 0), ({"k": 1}, "a dog", ["a dog"], 1),
+                     ({"k": 2}, "a fox", ["a fox"], 2)]
+    assert [e[1] for e in events if e[0] == "sample"] == ["step2_p0_0", "step2_p1_0", "step2_p2_0"]
 
 
 def test_after_update_checks_at_the_last_step_off_the_interval(tmp_path, monkeypatch):

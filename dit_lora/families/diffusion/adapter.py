@@ -259,8 +259,8 @@ class KitCard:
         self.info = info
 
     def prompt(self, cfg: TrainConfig) -> str:
-        """The snippet's prompt, quoted: ``--validation_prompt``, else :attr:`placeholder_prompt`."""
-        return json.dumps(cfg.validation.validation_prompt or self.placeholder_prompt)
+        """The snippet's prompt, quoted: the first ``--validation_prompt``, else :attr:`placeholder_prompt`."""
+        return json.dumps((cfg.validation.prompts or [self.placeholder_prompt])[0])
 
     def prompt_args(self, cfg: TrainConfig) -> list[str]:
         """The call's first arguments: the prompt (a family adds what goes with it: an image to edit)."""

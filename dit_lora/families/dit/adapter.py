@@ -85,8 +85,8 @@ class DiTCard(KitCard):
         """The kit's PEFT-format snippet in the dtype the machine has, the validation class's ids looked up first."""
         trained = trained_classes(cfg)[0]
         classes = (
-            split_class_names(cfg.validation.validation_prompt, set(trained or []))
-            if cfg.validation.validation_prompt
+            split_class_names(cfg.validation.prompts[0], set(trained or []))
+            if cfg.validation.prompts
             else (trained or ["class name"])[:1]
         )
         return replace(

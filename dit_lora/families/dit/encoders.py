@@ -98,9 +98,8 @@ class DiTSetup(DiffusionSetup):
 
     def _check_validation_prompt(self, cfg: TrainConfig, label2id: dict[str, int], classes: list[str]) -> None:
         """Every class the validation prompt names is one of the dataset's."""
-        if not cfg.validation.validation_prompt:
-            return
-        unknown = [n for n in split_class_names(cfg.validation.validation_prompt, label2id) if n not in label2id]
+        names = [n for prompt in cfg.validation.prompts for n in split_class_names(prompt, label2id)]
+        unknown = list(dict.fromkeys(n for n in names if n not in label2id))
         if unknown:
             raise UserError(
                 f"--validation_prompt names {', '.join(repr(u) for u in unknown)}, which is not a class of the "

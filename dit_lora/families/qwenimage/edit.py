@@ -21,7 +21,7 @@ unflipped control, and the uncached path encodes captions alone.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from PIL import Image
@@ -154,13 +154,15 @@ class EditSetup(QwenImageSetup):
         shown = validation_vl_images(images, encoders.plus)
         pipe = edit_pipeline(comps, encoders.plus)
         device = comps.encoders["text_encoder"].device
+
+        def encoded(text: str, prefix: str) -> dict[str, torch.Tensor]:
+            embeds, mask = pipe.encode_prompt([text], image=shown if encoders.plus else shown[0], device=device)
+            mask = mask if mask is not None else torch.ones(embeds.shape[:2])
+            return {f"{prefix}prompt_embeds": embeds.cpu(), f"{prefix}prompt_embeds_mask": mask.cpu()}
+
         with torch.no_grad():
-            cond = {}
-            for prefix, text in (("", cfg.validation.validation_prompt), ("negative_", NEGATIVE_PROMPT)):
-                embeds, mask = pipe.encode_prompt([text], image=shown if encoders.plus else shown[0], device=device)
-                cond[f"{prefix}prompt_embeds"] = embeds.cpu()
-                cond[f"{prefix}prompt_embeds_mask"] = (mask if mask is not None else torch.ones(embeds.shape[:2])).cpu()
-        state.validation_embeds = cond
+            negative = encoded(NEGATIVE_PROMPT, "negative_")
+            state.validation_embeds = {p: {**encoded(p, ""), **negative} for p in cfg.validation.prompts}
 
 
 def validation_vl_images(images: list[Image.Image], plus: bool) -> list[Image.Image]:
@@ -197,7 +199,8 @@ class EditSamples(QwenImageSamples):
         state = run_state(comps)
         device = next(model.parameters()).device
         scheduler = FlowMatchEulerDiscreteScheduler.from_config(state.scheduler_config)
-        embeds = {k: v.to(device) for k, v in (state.validation_embeds or {}).items()}
+        prompt = cast(str, cfg.validation.validation_prompt)  # the one prompt of this call (the loop's _generate)
+        embeds = {k: v.to(device) for k, v in (state.validation_embeds or {}).get(prompt, {}).items()}
         vae = comps.encoders["vae"]
         home, home_dtype = vae.device, vae.dtype
         # the pipeline encodes the control images in the prompt's dtype (the transformer's): the VAE follows for the call

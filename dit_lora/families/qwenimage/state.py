@@ -24,10 +24,10 @@ class QwenImageRun(RunState):
     latents_std: tuple[float, ...] = ()
     #: Edit: how targets are cropped, ``(--center_crop, --seed)``: each control image is cropped alike
     crop: tuple[bool, int] = (True, 0)
-    #: Edit: the validation control images (``--validation_image`` or the first sample's) and the validation prompt's
-    #: embeddings computed with them (and the negative's), while the text encoder was loaded
+    #: Edit: the validation control images (``--validation_image`` or the first sample's) and each validation prompt's
+    #: embeddings computed with them (and the negative's), by prompt, while the text encoder was loaded
     validation_controls: list[Any] | None = None
-    validation_embeds: dict[str, Any] | None = None
+    validation_embeds: dict[str, dict[str, Any]] | None = None
 
 
 #: ``comps.state``, an empty :class:`QwenImageRun` put there first for components built by hand (tests).

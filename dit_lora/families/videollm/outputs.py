@@ -133,7 +133,7 @@ class VideoLLMCard:
         training's (``dit_lora.answer_video``: the clip's rate and frame times too, where the model's prompt or
         positions carry them; no torchvision, which transformers' video processors need)."""
         base = json.dumps(cfg.model.pretrained_model_name_or_path)
-        question = json.dumps(cfg.validation.validation_prompt or "What happens in this video?")
+        question = json.dumps((cfg.validation.prompts or ["What happens in this video?"])[0])
         model_class = self.arch.model_class
         return (
             "import torch\n"

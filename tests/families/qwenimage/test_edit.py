@@ -3,6 +3,8 @@ the Edit pipelines' own code."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 from types import SimpleNamespace
 
@@ -101,17 +103,19 @@ def test_validation_from_memory_is_the_reloaded_pipelines(tiny_edit_plus, monkey
     spec = get_family("qwenimage_edit_plus")
     cfg = TrainConfig.for_family("qwenimage_edit_plus", pretrained_model_name_or_path=str(model),
                                  train_data_dir=str(data), resolution=32, mixed_precision="no",
-                                 validation_prompt="make it red", validation_inference_steps=2)
+                                 validation_prompt=["make it red", "make it blue"], validation_inference_steps=2)
     comps = spec.model.load_components(cfg, torch.device("cpu"))
     configure(spec, comps, cfg)
     media = spec.data.data_handler(cfg, spec)
     samples = media.screen(media.list_samples(), log=lambda m: None, quarantine=[])
     spec.setup.inspect_samples(comps, cfg, samples)
     assert len(comps.state.validation_controls) == 2 and spec.samples.validation_inputs(comps, cfg.validation) == {}
-    ours = spec.samples.generate(comps, comps.model, {}, cfg, seed=1)[0]
+    assert list(comps.state.validation_embeds) == ["make it red", "make it blue"]  # each prompt's, with the controls
+    blue = replace(cfg, validation=cfg.validation.one_prompt("make it blue"))  # what the loop hands the second prompt
+    ours = spec.samples.generate(comps, comps.model, {}, blue, seed=1)[0]
     pipe = QwenImageEditPlusPipeline.from_pretrained(model, processor=load_processor(str(model)),
                                                      torch_dtype=torch.float32)
-    theirs = spec.samples.generate_with_pipeline(pipe, "make it red", cfg, 1, 1, comps=comps)[0]
+    theirs = spec.samples.generate_with_pipeline(pipe, "make it blue", blue, 1, 1, comps=comps)[0]
     a, b = (torch.tensor(list(im.getdata()), dtype=torch.float32) for im in (ours, theirs))
     assert ours.size == (32, 32) and (a - b).abs().max() <= 1
 
