@@ -36,6 +36,7 @@ from dit_lora.training import levers, validation_loss
 from dit_lora.training.checkpoint import complete_checkpoints, newest_whole
 from dit_lora.training.run import Run
 from dit_lora.training.signals import rerun_command
+from dit_lora.training.tracker_media import log_samples
 
 
 def keep_final_checkpoint(run: Run, steps_this_run: int, save: Callable[[Run], Path]) -> Path | None:
@@ -269,9 +270,12 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
             )
             for k, prompt in enumerate(prompts)
         ]
-        files += save_prompt_samples(
+        written = save_prompt_samples(
             lambda item, stem: samples.save_sample(item, stem, cfg), out / "samples", f"final{suffix}", prompts, made
         )
+        fps = samples.fps(cfg) if hasattr(samples, "fps") else 8.0
+        log_samples(run.accelerator, f"final{suffix}", prompts, made, written, run.state.global_step, fps)
+        files += written
         del pipe
     return files
 

@@ -39,6 +39,7 @@ from dit_lora.training.finish import end_trackers, finish, keep_final_checkpoint
 from dit_lora.training.guard import GuardReading
 from dit_lora.training.recovery import RunStopped, RunUnhealthy
 from dit_lora.training.run import Run, RunState, check_output_dir, setup
+from dit_lora.training.tracker_media import log_samples
 
 OnStep = Callable[[int, torch.nn.Module, torch.optim.Optimizer], None]
 
@@ -326,9 +327,11 @@ def _validate(run: Run, tag: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     prompts = [prompt for prompt, _ in run.validation_conds]
     for suffix, per_prompt in made:
-        save_prompt_samples(
+        files = save_prompt_samples(
             lambda item, stem: samples.save_sample(item, stem, run.cfg), folder, f"{tag}{suffix}", prompts, per_prompt
         )
+        fps = samples.fps(run.cfg) if hasattr(samples, "fps") else 8.0
+        log_samples(run.accelerator, f"validation{suffix}", prompts, per_prompt, files, run.state.global_step, fps)
 
 
 def _generate(run: Run, samples, model: torch.nn.Module, k: int) -> list:
