@@ -406,6 +406,17 @@ class LoraOptions:
         "default, LLaMA-Factory's lora_target) is every one of them.",
         section="lora",
     )
+    network_weights: str | None = opt(
+        None,
+        "Start the adapter from an existing one (sd-scripts' and musubi-tuner's --network_weights, ai-toolkit's "
+        "pretrained_lora_path): a dit-lora or diffusers LoRA file or folder, a PEFT adapter folder, or a kohya/ComfyUI-"
+        "named file (converted by the family's diffusers pipeline, where diffusers converts that naming). Loaded at "
+        "the strength it was saved with before the first update (the run's --lora_alpha and --rank then only set how "
+        "it is stored); its type and rank must be the run's (--lora_type, --rank) and every layer it adapts one the "
+        "run adapts (--lora_layers). A resume takes the adapter from its checkpoint instead.",
+        section="lora",
+        resume="free",
+    )
     train_backbone: list[str] = opt(
         [],
         "Regex patterns of original parameters to unfreeze and train in full (e.g. `norm`, `time_embed`, "

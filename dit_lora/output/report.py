@@ -231,6 +231,8 @@ def _settings(spec: FamilySpec, cfg: TrainConfig, summary: dict) -> dict[str, An
         "mixed_precision": cfg.training.mixed_precision,
         "train_backbone": fallback.backbone_patterns(spec, cfg) or None,
         "loraplus_lr_ratio": cfg.lora.loraplus_lr_ratio,
+        # the file's name only: a Hub card names no local path
+        "started from (--network_weights)": Path(cfg.lora.network_weights).name if cfg.lora.network_weights else None,
         "quantized base (--quantize_base)": (
             f"{cfg.model.quantize_base}: {quantize.describe(cfg.model)}" if quantize.enabled(cfg.model) else None
         ),

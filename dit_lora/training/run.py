@@ -53,6 +53,7 @@ from dit_lora.modeling.trainables import Trainables
 from dit_lora.output.hub import preflight_push
 from dit_lora.output.names import PRECISION_AUDIT_FILE
 from dit_lora.output.report import config_dict
+from dit_lora.output.start_from import load_start_adapter
 from dit_lora.plan import make_plan
 from dit_lora.plan import report as plan_report  # looked up at call time: tests stand in a small device
 from dit_lora.setup.resolve import Resolved, resolve
@@ -439,6 +440,8 @@ def _add_trainables(run: Run) -> Trainables:
     made = trainables.attach_trainables(run.comps.model, spec, cfg)
     for note in made.notes:
         run.log(note)
+    if cfg.lora.network_weights and run.resume is None:  # a resume's checkpoint holds the adapter it started from
+        run.log(load_start_adapter(run.comps.model, cfg.lora.network_weights, pipeline_class(spec), cfg.lora.lora_type))
     mismatches = audit_precision(
         run.comps, fallback.expected_dtypes(spec, run.comps, cfg), allow_fp16=cfg.training.allow_fp16
     )
@@ -447,6 +450,13 @@ def _add_trainables(run: Run) -> Trainables:
         if run.accelerator.is_main_process:
             write_json_atomic(run.out / PRECISION_AUDIT_FILE, mismatches)
     return made
+
+
+def pipeline_class(spec: FamilySpec) -> Any | None:
+    """The family's diffusers pipeline class (its LoRA converters), or None (a video LLM's transformers model)."""
+    import diffusers
+
+    return getattr(diffusers, spec.info.pipeline_class_name, None)
 
 
 def _install_kernels(run: Run) -> None:
