@@ -89,7 +89,9 @@ def plot_loss_curve(
         ax.grid(True, alpha=0.3)
         if points or rollbacks or held:
             ax.legend(loc="best", fontsize="small")  # wherever it hides the fewest points
-        fig.tight_layout()
+        # fixed margins, not tight_layout(): it draws the figure once more to measure it (0.17 of a plot's 0.29 s
+        # on a CPU core, paid at the end of every run), for labels whose size barely changes
+        fig.subplots_adjust(left=0.11, right=0.98, bottom=0.14, top=0.91)
         # atomically: a full disk or a kill never leaves half a PNG
         atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
     finally:
