@@ -417,6 +417,14 @@ class LoraOptions:
         section="lora",
         resume="free",
     )
+    init_lora_weights: str | None = opt(
+        None,
+        "A file or folder to start the adapter from: the same as --network_weights (PEFT's LoraConfig field name, "
+        "which some trainers pass a LoRA file through). PEFT's initialisation schemes by name (gaussian, pissa, "
+        "olora, loftq, ...) are not offered: a LoRA starts as PEFT's gaussian one, lora_B at zero.",
+        section="lora",
+        resume="free",
+    )
     train_backbone: list[str] = opt(
         [],
         "Regex patterns of original parameters to unfreeze and train in full (e.g. `norm`, `time_embed`, "

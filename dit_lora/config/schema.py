@@ -239,12 +239,49 @@ def _normalised(values: dict[str, Any], sections: dict[str, Any]) -> dict[str, A
             )
         values["train_data_dir"], values["instance_data_dir"] = alias, None
     lora = sections.get("lora")
+    values = _init_lora_alias(values, lora)
     values = resolve_dora_alias(values, lora.lora_type if lora is not None else "lora")
     for name in ("lora_layers", "train_backbone"):
         value = values.get(name, getattr(lora, name) if lora is not None else None)
         if isinstance(value, (list, tuple)) and any("," in str(v) for v in value):
             values[name] = [p.strip() for v in value for p in str(v).split(",") if p.strip()]
     return values
+
+
+#: PEFT's ``init_lora_weights`` schemes: names, not files (dit-lora starts every LoRA as ``gaussian``)
+_PEFT_INIT_SCHEMES = (
+    "true",
+    "false",
+    "gaussian",
+    "eva",
+    "olora",
+    "pissa",
+    "pissa_niter",
+    "corda",
+    "loftq",
+    "orthogonal",
+)
+
+
+def _init_lora_alias(values: dict[str, Any], lora: Any) -> dict[str, Any]:
+    """``--init_lora_weights FILE`` read as ``--network_weights FILE``; a PEFT scheme name, or both flags
+    disagreeing, refused in one paragraph. From here on only ``network_weights`` is read."""
+    given = values.get("init_lora_weights", getattr(lora, "init_lora_weights", None))
+    if given is None:
+        return values
+    if str(given).lower() in _PEFT_INIT_SCHEMES or str(given).lower().startswith("pissa_niter_"):
+        raise UserError(
+            f"--init_lora_weights {given} names one of PEFT's initialisation schemes; dit-lora starts every LoRA as "
+            "PEFT's gaussian one (lora_B at zero) and offers no other. --init_lora_weights (like --network_weights) "
+            "takes an adapter file or folder to start from; remove it to start fresh."
+        )
+    other = values.get("network_weights", getattr(lora, "network_weights", None))
+    if other is not None and str(other) != str(given):
+        raise UserError(
+            f"Both --network_weights {other!r} and --init_lora_weights {given!r} were given; they name the same "
+            "thing (the adapter to start from). Give one of them."
+        )
+    return {**values, "network_weights": str(given), "init_lora_weights": None}
 
 
 def options_class_of(family: str) -> type[FamilyOptions]:

@@ -88,6 +88,8 @@ NOT_TRACED = frozenset(
         "allow_changed_options",
         "validation_prompt",
         "validation_prompt_separator",
+        "network_weights",
+        "init_lora_weights",
         "validation_steps",
         "num_validation_images",
         "validation_inference_steps",

@@ -87,3 +87,20 @@ def test_is_set_reads_the_parsers_record_else_what_is_off_its_default():
     assert not TrainConfig().is_set("family")
     with pytest.raises(KeyError):
         cfg.is_set("no_such_option")
+
+
+def test_init_lora_weights_with_a_file_is_network_weights_and_a_peft_scheme_is_refused():
+    import pytest
+
+    from dit_lora.config import parse_config
+    from dit_lora.core.errors import UserError
+
+    base = ["--family", "sana", "--train_data_dir", "/data", "--pretrained_model_name_or_path", "me/model"]
+    cfg = parse_config([*base, "--init_lora_weights", "/loras/mine.safetensors"])
+    assert cfg.lora.network_weights == "/loras/mine.safetensors" and cfg.lora.init_lora_weights is None
+    same = parse_config([*base, "--init_lora_weights", "a.safetensors", "--network_weights", "a.safetensors"])
+    assert same.lora.network_weights == "a.safetensors"
+    with pytest.raises(UserError, match="initialisation schemes"):
+        parse_config([*base, "--init_lora_weights", "pissa"])
+    with pytest.raises(UserError, match="Give one of them"):
+        parse_config([*base, "--init_lora_weights", "a.safetensors", "--network_weights", "b.safetensors"])
