@@ -192,6 +192,22 @@ class FamilyOptions:
     TITLE: ClassVar[str] = ""
 
 
+class OptimizerNames(Sequence):
+    """``--optimizer``'s choices, read in any case (diffusers' examples take ``AdamW`` and ``prodigy``)."""
+
+    NAMES = ("adamw", "prodigy")
+
+    def canonical(self, value: str) -> str:
+        """``AdamW`` as ``adamw``, ``Prodigy`` as ``prodigy``; any other value as it is (then refused by name)."""
+        return value.lower() if value.lower() in self.NAMES else value
+
+    def __getitem__(self, index):
+        return self.NAMES[index]
+
+    def __len__(self) -> int:
+        return len(self.NAMES)
+
+
 class AdapterTypes(Sequence):
     """``--lora_type``'s choices (``lora``, ``dora``, ``lokr``, ``loha``: :mod:`dit_lora.config.adapter_types`), and
     SimpleTuner's spellings read: its ``standard`` is ``lora``; its ``lycoris`` (the algorithm in a JSON file) is

@@ -502,6 +502,7 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
                 f"--frame_buckets {cfg.video.frame_buckets} sets every clip's frames and size, so {', '.join(clash)} would "
                 f"be ignored. Remove {' and '.join(clash)}, or drop --frame_buckets to train one size."
             )
+    _check_optimizer(cfg)
     if cfg.training.mixed_precision == "fp16" and not cfg.training.allow_fp16:
         raise UserError(
             "--mixed_precision fp16 is refused: fp16 overflows (65504 max) inside Sana's linear attention and "
@@ -548,6 +549,23 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
 
 #: the names dit-lora's own files use: a named copy of one of them would be taken for (or replace) that file
 RESERVED_NAMES = ("pytorch_lora_weights", "adapter_model", "dit_lora_backbone")
+
+
+def _check_optimizer(cfg: TrainConfig) -> None:
+    """--optimizer prodigy takes neither bitsandbytes' 8-bit AdamW nor fp16's gradient scaler (which steps an
+    optimizer by reading its inf check on the host)."""
+    if cfg.training.optimizer != "prodigy":
+        return
+    if cfg.training.use_8bit_adam:
+        raise UserError(
+            "--use_8bit_adam and --optimizer prodigy ask for two optimizers: --use_8bit_adam is bitsandbytes' 8-bit "
+            "AdamW. Drop --use_8bit_adam to train with Prodigy, or --optimizer prodigy for the 8-bit AdamW."
+        )
+    if cfg.training.mixed_precision == "fp16":
+        raise UserError(
+            "--optimizer prodigy with --mixed_precision fp16: fp16's gradient scaler decides each step on the host, "
+            "which Prodigy's device-side skip does not go through (not verified). Use bf16 (the default) or no."
+        )
 
 
 def check_output_name(name: str | None) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dit_lora.config.option import BETA, DIFFUSION_FAMILIES, NON_NEGATIVE, POSITIVE, SEED, Range, opt
+from dit_lora.config.option import BETA, DIFFUSION_FAMILIES, NON_NEGATIVE, POSITIVE, SEED, OptimizerNames, Range, opt
 from dit_lora.core.errors import UserError
 
 LR_SCHEDULERS = (
@@ -83,6 +83,36 @@ class TrainingOptions:
     adam_beta2: float = opt(0.999, "AdamW beta2.", section="training", valid=BETA)
     adam_weight_decay: float = opt(1e-4, "AdamW weight decay.", section="training", valid=NON_NEGATIVE)
     adam_epsilon: float = opt(1e-8, "AdamW epsilon.", section="training", valid=POSITIVE)
+    optimizer: str = opt(
+        "adamw",
+        "The optimizer: `adamw` (torch's fused AdamW; --use_8bit_adam for bitsandbytes' 8-bit one) or `prodigy` "
+        "(Prodigy, which estimates its own step size: --learning_rate is its multiplier, 1.0 as diffusers' examples "
+        "advise; the --adam_* options are its betas, epsilon and weight decay). dit-lora's Prodigy is prodigyopt's "
+        "update with its estimate kept on the device, so the guard skips a step without a host sync (prodigyopt reads "
+        "it back every step); it keeps four fp32 values per trained weight (AdamW: two). Written `AdamW` or "
+        "`Prodigy` as diffusers' examples take them.",
+        choices=OptimizerNames(),
+        section="training",
+        resume="fixed",
+    )
+    prodigy_beta3: float | None = opt(
+        None,
+        "Prodigy: the decay of its step-size estimate's running sums (default: the square root of --adam_beta2).",
+        section="training",
+        valid=Range(0, 1, high_open=True, why="a decay rate of the estimate's sums"),
+    )
+    prodigy_decouple: bool = opt(
+        True, "Prodigy: decoupled weight decay (AdamW's) rather than L2 in the gradient (Adam's).", section="training"
+    )
+    prodigy_use_bias_correction: bool = opt(
+        True, "Prodigy: Adam's bias correction of the step (diffusers' examples' default).", section="training"
+    )
+    prodigy_safeguard_warmup: bool = opt(
+        True,
+        "Prodigy: leave the learning rate out of the estimate's denominator, which keeps a warm-up (--lr_warmup_steps) "
+        "from inflating it (diffusers' examples' default).",
+        section="training",
+    )
     use_8bit_adam: bool = opt(
         False,
         "Use bitsandbytes' 8-bit AdamW (the `quant` extra; bitsandbytes >= 0.49 also runs it on a CPU).",

@@ -751,7 +751,11 @@ def _trainable_fields(cfg: TrainConfig, model, device: str, num_processes: int, 
     snapshot, the EMA copy and DDP's gradient buckets."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
-    moments = adam_moment_bytes([p.numel() for p in trainable], eight_bit=cfg.training.use_8bit_adam)
+    numels = [p.numel() for p in trainable]
+    if cfg.training.optimizer == "prodigy":  # exp_avg, exp_avg_sq, s and p0, fp32 (training/prodigy.py)
+        moments = sum(16 * n for n in numels)
+    else:
+        moments = adam_moment_bytes(numels, eight_bit=cfg.training.use_8bit_adam)
     return {
         "trainable_params": sum(p.numel() for p in trainable),
         "optimizer_bytes": moments,

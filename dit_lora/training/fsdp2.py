@@ -58,6 +58,11 @@ def check_options(cfg: TrainConfig) -> None:
         clashes.append(f"--compile {cfg.performance.compile} (not verified with sharded blocks: use --compile off)")
     if cfg.training.use_8bit_adam:
         clashes.append("--use_8bit_adam (bitsandbytes' optimizer is not verified on DTensor parameters: drop it)")
+    if cfg.training.optimizer == "prodigy":
+        clashes.append(
+            "--optimizer prodigy (its step-size estimate sums over whole tensors, not verified on DTensor "
+            "shards: use adamw)"
+        )
     if cfg.training.mixed_precision == "fp16":
         clashes.append(
             "--mixed_precision fp16 (its gradient scaler is not verified on sharded gradients: use bf16, or no)"

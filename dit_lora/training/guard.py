@@ -358,6 +358,7 @@ class StepGuard:
         self._snapshot = {
             "params": params,
             "opt": opt_state,
+            "groups": _group_tensors(self.optimizer),
             "applied": self.counts[_APPLIED].clone(),
             "spike": self.spike_stats.clone(),
         }
@@ -375,6 +376,8 @@ class StepGuard:
         out = {f"param/{n}": v for n, v in snap["params"].items()}
         for pid, state in snap["opt"].items():
             out.update({f"opt/{names[pid]}/{k}": v for k, v in state.items() if isinstance(v, torch.Tensor)})
+        for i, group in enumerate(snap.get("groups", [])):
+            out.update({f"group/{i}/{k}": v.reshape(1) for k, v in group.items()})
         out["applied"], out["spike"] = snap["applied"].reshape(1), snap["spike"]
         return {k: (v.detach().cpu() if to_cpu else v.detach()).contiguous() for k, v in out.items()}
 
@@ -386,9 +389,15 @@ class StepGuard:
             if key.startswith("opt/"):
                 name, _, field = key[4:].rpartition("/")
                 opt.setdefault(id(params[name]), {})[field] = value.to(params[name].device)
+        groups: list[dict[str, torch.Tensor]] = [{} for _ in self.optimizer.param_groups]
+        for key, value in tensors.items():
+            if key.startswith("group/"):
+                index, name = key[6:].split("/", 1)
+                groups[int(index)][name] = value.to(self.device).reshape(())
         self._snapshot = {
             "params": {k[6:]: v.to(params[k[6:]].device) for k, v in tensors.items() if k.startswith("param/")},
             "opt": opt,
+            "groups": groups,
             "applied": tensors["applied"].to(self.device).reshape(()),
             "spike": tensors["spike"].to(self.device),
         }
@@ -409,6 +418,8 @@ class StepGuard:
                     self.optimizer.state[p] = {
                         k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in saved.items()
                     }
+        for group, saved_group in zip(self.optimizer.param_groups, snap.get("groups", []), strict=False):
+            group.update({k: v.clone() for k, v in saved_group.items()})  # Prodigy's estimate (training/prodigy.py)
         for follower in self.followers:
             follower.roll_back()
         self.counts[_APPLIED] = snap["applied"]
@@ -453,3 +464,12 @@ class StepGuard:
         self.window_flags.copy_(torch.tensor(state["window_flags"], dtype=torch.float64))
         self._last_norm = torch.tensor(state["last_norm"], device=self.device)
         self._install_lr()
+
+
+def _group_tensors(optimizer: torch.optim.Optimizer) -> list[dict[str, torch.Tensor]]:
+    """Copies of each parameter group's 0-dim tensors but its learning rate (the schedule's: reinstalled on a
+    rollback): Prodigy's step-size estimate and counts, which live in the group, not in a parameter's state."""
+    return [
+        {k: v.detach().clone() for k, v in g.items() if k != "lr" and isinstance(v, torch.Tensor) and v.dim() == 0}
+        for g in optimizer.param_groups
+    ]

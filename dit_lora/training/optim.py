@@ -21,13 +21,17 @@ class _AdamOptions(TypedDict):
 def make_optimizer(
     training: TrainingOptions, groups: list[dict], device: torch.device
 ) -> tuple[torch.optim.Optimizer, bool]:
-    """AdamW (fused where the device supports it) or bitsandbytes' 8-bit AdamW, as the run's ``training`` section
-    (``cfg.training``: the --adam_* options, --use_8bit_adam) says; returns (optimizer, fused?)."""
+    """AdamW (fused where the device supports it), bitsandbytes' 8-bit AdamW or Prodigy, as the run's ``training``
+    section (``cfg.training``: --optimizer, the --adam_* and --prodigy_* options, --use_8bit_adam) says; returns
+    (optimizer, whether the guard skips its step on the device)."""
     kwargs = _AdamOptions(
         betas=(training.adam_beta1, training.adam_beta2),
         eps=training.adam_epsilon,
         weight_decay=training.adam_weight_decay,
     )
+    if training.optimizer == "prodigy":
+        # the guard drives it as fused AdamW (found_inf, a device learning rate): no host read (training/prodigy.py)
+        return _prodigy(training, groups, kwargs), True
     if training.use_8bit_adam:
         try:
             import bitsandbytes as bnb
@@ -42,6 +46,24 @@ def make_optimizer(
         return torch.optim.AdamW(groups, fused=fused, **kwargs), fused
     except (RuntimeError, ValueError):
         return torch.optim.AdamW(groups, foreach=True, **kwargs), False
+
+
+def _prodigy(training: TrainingOptions, groups: list[dict], adam: _AdamOptions) -> torch.optim.Optimizer:
+    """:class:`~dit_lora.training.prodigy.DeviceProdigy` with diffusers' examples' arguments: the --adam_* betas,
+    epsilon and weight decay, the --prodigy_* options."""
+    from dit_lora.training.prodigy import DeviceProdigy
+
+    return DeviceProdigy(
+        groups,
+        lr=training.learning_rate,
+        betas=adam["betas"],
+        beta3=training.prodigy_beta3,
+        eps=adam["eps"],
+        weight_decay=adam["weight_decay"],
+        decouple=training.prodigy_decouple,
+        use_bias_correction=training.prodigy_use_bias_correction,
+        safeguard_warmup=training.prodigy_safeguard_warmup,
+    )
 
 
 def make_lr_scheduler(training: TrainingOptions, optimizer, max_steps: int):

@@ -1,0 +1,104 @@
+#!/usr/bin/env python
+"""CPU benchmark: the optimizers ``--optimizer`` offers, one update of a LoRA's weights, as the guard drives them.
+
+    python benchmarks/levers/optimizers_cpu.py --threads 1 --out benchmarks/levers/optimizers_cpu.json
+
+Parameters shaped as a LoRA (rank 16 and 32 on the attention projections: the Sana demo's ``small`` transformer,
+320 wide, 5 blocks, 8 projections a block; and 40 blocks of a 3,072-wide model), fp32 (dit-lora's masters), random
+gradients. Each optimizer steps with the guard's interface (``found_inf`` 0, a device learning rate where it takes
+one); ``prodigyopt.Prodigy`` (diffusers' examples' optimizer, which reads its estimate on the host every step) is
+timed beside dit-lora's device-side Prodigy for reference. Reported per optimizer: the median CPU time of one
+update over ``--steps`` (after 3 warm-up updates), the state it keeps (bytes of its tensors) and that per trained
+weight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+#: (name, rank, width, blocks, projections a block)
+SHAPES = [("sana-small r16", 16, 320, 5, 8), ("3072-wide x40 r32", 32, 3072, 40, 4)]
+
+
+def lora_params(rank: int, width: int, blocks: int, projections: int) -> list[torch.nn.Parameter]:
+    """A and B of every adapted projection, random (B too: a LoRA past its first update)."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(blocks * projections):
+        out.append(torch.nn.Parameter(torch.randn(rank, width, generator=g) * 0.01))
+        out.append(torch.nn.Parameter(torch.randn(width, rank, generator=g) * 0.01))
+    return out
+
+
+def make(name: str, params):
+    """The optimizer as dit-lora builds it (training/optim.py), and whether the guard skips it on the device."""
+    if name == "adamw (fused)":
+        return torch.optim.AdamW(params, lr=torch.tensor(1e-4), fused=True, weight_decay=1e-4), True
+    if name == "prodigy (dit-lora)":
+        from dit_lora.training.prodigy import DeviceProdigy
+
+        opt = DeviceProdigy(params, lr=1.0, weight_decay=1e-4, use_bias_correction=True, safeguard_warmup=True)
+        for group in opt.param_groups:
+            group["lr"] = torch.tensor(1.0)  # the guard's device learning rate
+        return opt, True
+    import prodigyopt
+
+    return prodigyopt.Prodigy(params, lr=1.0, weight_decay=1e-4, use_bias_correction=True, safeguard_warmup=True), False
+
+
+def state_bytes(opt) -> int:
+    """Bytes of the tensors the optimizer keeps (per-parameter state and the groups' own)."""
+    total = sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values() if torch.is_tensor(v))
+    groups = (v for g in opt.param_groups for k, v in g.items() if k != "params" and torch.is_tensor(v))
+    return total + sum(v.numel() * v.element_size() for v in groups)
+
+
+def time_updates(name: str, shape, steps: int) -> dict:
+    """Median CPU seconds of one update, and the state, of optimizer ``name`` on the LoRA ``shape``."""
+    params = lora_params(*shape[1:])
+    opt, device_skip = make(name, params)
+    g = torch.Generator().manual_seed(1)
+    grads = [[torch.randn(p.shape, generator=g) * 1e-3 for p in params] for _ in range(4)]
+    times = []
+    for step in range(3 + steps):
+        for p, grad in zip(params, grads[step % 4]):
+            p.grad = grad
+        if device_skip:
+            opt.found_inf, opt.grad_scale = torch.zeros(()), torch.ones(())
+        start = time.process_time()
+        opt.step()
+        if step >= 3:
+            times.append(time.process_time() - start)
+    weights = sum(p.numel() for p in params)
+    return {"optimizer": name, "shape": shape[0], "trained_weights": weights, "step_cpu_s": statistics.median(times),
+            "state_bytes": state_bytes(opt), "state_bytes_per_weight": state_bytes(opt) / weights}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    rows = [time_updates(name, shape, args.steps) for shape in SHAPES
+            for name in ("adamw (fused)", "prodigy (dit-lora)", "prodigy (prodigyopt)")]
+    base = {r["shape"]: r["step_cpu_s"] for r in rows if r["optimizer"] == "adamw (fused)"}
+    print("| weights | optimizer | step CPU ms | vs AdamW | state | bytes/weight |\n|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['shape']} ({r['trained_weights']:,}) | {r['optimizer']} | {1000 * r['step_cpu_s']:.2f} | "
+              f"{r['step_cpu_s'] / base[r['shape']]:.2f}x | {r['state_bytes'] / 2**20:.1f} MiB | "
+              f"{r['state_bytes_per_weight']:.0f} |")
+    if args.out:
+        meta = {"torch": torch.__version__, "threads": args.threads, "steps": args.steps}
+        args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
