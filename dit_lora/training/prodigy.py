@@ -150,6 +150,6 @@ class DeviceProdigy(torch.optim.Optimizer):
         denom = state["exp_avg_sq"].sqrt().add_(new_d * group["eps"])
         if group["weight_decay"] != 0 and group["decouple"]:
             p.mul_(1 - group["weight_decay"] * dlr)
-        direction = state["exp_avg"] if "exp_avg" in state else p.grad * new_d  # type: ignore[operator]
+        direction = state["exp_avg"] if "exp_avg" in state else p.grad * new_d
         p.addcmul_(direction.div(denom), -dlr)  # addcdiv's order: the quotient, then its scale
         state["step"] = state["step"] + moves
