@@ -32,9 +32,10 @@ def log_samples(
     """Log ``made[k]`` (the samples of ``prompts[k]``, written as ``files``) to each of ``accelerator``'s trackers
     under ``<section>/p<k>`` at ``step``. The main process only; a tracker of another kind is left alone."""
     for tracker in getattr(accelerator, "trackers", []):
-        if tracker.name == "tensorboard":
+        name = getattr(tracker, "name", None)
+        if name == "tensorboard":
             _to_tensorboard(tracker.tracker, section, prompts, made, step, fps)
-        elif tracker.name == "wandb":
+        elif name == "wandb":
             _to_wandb(tracker, section, prompts, made, files, step)
 
 

@@ -13,6 +13,7 @@ from dit_lora.training import optim
 
 def _cfg(**changes):
     values = dict(adam_beta1=0.8, adam_beta2=0.95, adam_epsilon=1e-7, adam_weight_decay=0.01, use_8bit_adam=False,
+                  optimizer="adamw",
                   lr_scheduler="constant_with_warmup", lr_warmup_steps=2, lr_num_cycles=1, lr_power=1.0)
     return SimpleNamespace(**{**values, **changes})
 
@@ -90,3 +91,15 @@ def test_the_optimizer_and_schedule_read_the_training_section():
     assert optimizer.param_groups[0]["betas"][0] == 0.7 and optimizer.param_groups[0]["eps"] == 1e-6
     scheduler = optim.make_lr_scheduler(training, optimizer, max_steps=4)
     assert scheduler.lr_lambdas[0](2) == 0.5
+
+
+def test_prodigy_is_the_device_side_one_with_diffusers_arguments_and_skipped_on_the_device():
+    from dit_lora.training.prodigy import DeviceProdigy
+
+    opt, device_skip = optim.make_optimizer(
+        _cfg(optimizer="prodigy", learning_rate=1.0, prodigy_beta3=0.97, prodigy_decouple=True,
+             prodigy_use_bias_correction=True, prodigy_safeguard_warmup=False), _groups(), torch.device("cpu"))
+    assert isinstance(opt, DeviceProdigy) and device_skip
+    group = opt.param_groups[0]
+    assert group["betas"] == (0.8, 0.95) and group["beta3"] == 0.97 and group["eps"] == 1e-7
+    assert group["weight_decay"] == 0.01 and group["use_bias_correction"] and not group["safeguard_warmup"]
