@@ -9,7 +9,7 @@ gradients. Each optimizer steps with the guard's interface (``found_inf`` 0, a d
 one); ``prodigyopt.Prodigy`` (diffusers' examples' optimizer, which reads its estimate on the host every step) is
 timed beside dit-lora's device-side Prodigy for reference. Reported per optimizer: the median CPU time of one
 update over ``--steps`` (after 3 warm-up updates), the state it keeps (bytes of its tensors) and that per trained
-weight.
+weight. ``--device cuda`` on a GPU: wall time of each update, the device synchronised around it.
 """
 
 from __future__ import annotations
@@ -26,26 +26,26 @@ import torch
 SHAPES = [("sana-small r16", 16, 320, 5, 8), ("3072-wide x40 r32", 32, 3072, 40, 4)]
 
 
-def lora_params(rank: int, width: int, blocks: int, projections: int) -> list[torch.nn.Parameter]:
-    """A and B of every adapted projection, random (B too: a LoRA past its first update)."""
+def lora_params(rank: int, width: int, blocks: int, projections: int, device: str = "cpu") -> list:
+    """A and B of every adapted projection, random (B too: a LoRA past its first update), on ``device``."""
     g = torch.Generator().manual_seed(0)
     out = []
     for _ in range(blocks * projections):
-        out.append(torch.nn.Parameter(torch.randn(rank, width, generator=g) * 0.01))
-        out.append(torch.nn.Parameter(torch.randn(width, rank, generator=g) * 0.01))
+        out.append(torch.nn.Parameter((torch.randn(rank, width, generator=g) * 0.01).to(device)))
+        out.append(torch.nn.Parameter((torch.randn(width, rank, generator=g) * 0.01).to(device)))
     return out
 
 
-def make(name: str, params):
+def make(name: str, params, device: str = "cpu"):
     """The optimizer as dit-lora builds it (training/optim.py), and whether the guard skips it on the device."""
     if name == "adamw (fused)":
-        return torch.optim.AdamW(params, lr=torch.tensor(1e-4), fused=True, weight_decay=1e-4), True
+        return torch.optim.AdamW(params, lr=torch.tensor(1e-4, device=device), fused=True, weight_decay=1e-4), True
     if name == "prodigy (dit-lora)":
         from dit_lora.training.prodigy import DeviceProdigy
 
         opt = DeviceProdigy(params, lr=1.0, weight_decay=1e-4, use_bias_correction=True, safeguard_warmup=True)
         for group in opt.param_groups:
-            group["lr"] = torch.tensor(1.0)  # the guard's device learning rate
+            group["lr"] = torch.tensor(1.0, device=device)  # the guard's device learning rate
         return opt, True
     import prodigyopt
 
@@ -59,22 +59,30 @@ def state_bytes(opt) -> int:
     return total + sum(v.numel() * v.element_size() for v in groups)
 
 
-def time_updates(name: str, shape, steps: int) -> dict:
-    """Median CPU seconds of one update, and the state, of optimizer ``name`` on the LoRA ``shape``."""
-    params = lora_params(*shape[1:])
-    opt, device_skip = make(name, params)
+def time_updates(name: str, shape, steps: int, device: str = "cpu") -> dict:
+    """Median seconds of one update (CPU time; on a GPU wall time, synchronised), and the state, of optimizer
+    ``name`` on the LoRA ``shape``."""
+    params = lora_params(*shape[1:], device=device)
+    opt, device_skip = make(name, params, device)
     g = torch.Generator().manual_seed(1)
-    grads = [[torch.randn(p.shape, generator=g) * 1e-3 for p in params] for _ in range(4)]
+    grads = [[(torch.randn(p.shape, generator=g) * 1e-3).to(device) for p in params] for _ in range(4)]
+    cuda = device.startswith("cuda")
+    clock = time.perf_counter if cuda else time.process_time
     times = []
     for step in range(3 + steps):
         for p, grad in zip(params, grads[step % 4]):
             p.grad = grad
         if device_skip:
-            opt.found_inf, opt.grad_scale = torch.zeros(()), torch.ones(())
-        start = time.process_time()
+            opt.found_inf = torch.zeros((), device=device)
+            opt.grad_scale = torch.ones((), device=device)
+        if cuda:
+            torch.cuda.synchronize()
+        start = clock()
         opt.step()
+        if cuda:
+            torch.cuda.synchronize()
         if step >= 3:
-            times.append(time.process_time() - start)
+            times.append(clock() - start)
     weights = sum(p.numel() for p in params)
     return {"optimizer": name, "shape": shape[0], "trained_weights": weights, "step_cpu_s": statistics.median(times),
             "state_bytes": state_bytes(opt), "state_bytes_per_weight": state_bytes(opt) / weights}
@@ -85,9 +93,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU (wall time, synchronised)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    rows = [time_updates(name, shape, args.steps) for shape in SHAPES
+    rows = [time_updates(name, shape, args.steps, args.device) for shape in SHAPES
             for name in ("adamw (fused)", "prodigy (dit-lora)", "prodigy (prodigyopt)")]
     base = {r["shape"]: r["step_cpu_s"] for r in rows if r["optimizer"] == "adamw (fused)"}
     print("| weights | optimizer | step CPU ms | vs AdamW | state | bytes/weight |\n|---|---|---:|---:|---:|---:|")
@@ -96,7 +105,7 @@ def main() -> None:
               f"{r['step_cpu_s'] / base[r['shape']]:.2f}x | {r['state_bytes'] / 2**20:.1f} MiB | "
               f"{r['state_bytes_per_weight']:.0f} |")
     if args.out:
-        meta = {"torch": torch.__version__, "threads": args.threads, "steps": args.steps}
+        meta = {"torch": torch.__version__, "threads": args.threads, "steps": args.steps, "device": args.device}
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
 
 
