@@ -24,6 +24,8 @@ demo hv15 recipes/configs/hunyuanvideo15/demo.yaml &
 demo hv15_i2v recipes/configs/hunyuanvideo15/i2v_demo.yaml &
 wait
 cat "$OUT/demos/summary.txt" "$OUT/demos/build.log" | grep -v "it/s]"
+# --optimizer adamw vs prodigy (and prodigyopt's, from .whl/): one update of a LoRA's weights on the GPU (issue 49)
+piece 40 optimizers python3 benchmarks/levers/optimizers_cpu.py --device cuda --steps 20 --out "$OUT/optimizers_gpu.json"
 HV=(python3 benchmarks/common/family_step_gpu.py --family hunyuanvideo15
     --folder /tmp/hv15/HunyuanVideo-1.5-Diffusers-480p_t2v --steps 6 --warmup 2)
 SAME="--quantize_base fp8_scaled --quantize_text_encoder true --activation_offloading true"
