@@ -141,13 +141,7 @@ def write_model_card(
     card = spec.card  # without it: no snippet, license or family rows
     data = _card_metadata(spec, cfg, base_model)
     rows = "\n".join(f"| {k} | {v} |" for k, v in _settings(spec, cfg, summary).items() if v is not None)
-    samples = "\n".join(
-        f"```\n{p.read_text().strip()}\n```"
-        if p.suffix == ".txt"
-        # a video LLM's answer
-        else f"![{p.stem}](samples/{p.name})"
-        for p in sample_files
-    )
+    samples = _samples_section(cfg.validation.prompts, sample_files)
     backbone_note = (
         "\nThis adapter also trained original weights (`dit_lora_backbone.safetensors`); load both with\n"
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"
@@ -194,6 +188,24 @@ def write_model_card(
     path = Path(output_dir) / MODEL_CARD_FILE
     write_text_atomic(path, str(hub_card))  # renamed into place: never written through a link planted at README.md
     return path
+
+
+def _samples_section(prompts: list[str], sample_files: list[Path]) -> str:
+    """The card's samples: images and clips as links, a video LLM's answers as text; with several prompts, each
+    prompt (quoted) before its samples (``<tag>_p<k>_<i>``: :mod:`dit_lora.output.samples`), the grid first."""
+    lines: list[str] = []
+    shown = None
+    for path in sample_files:
+        found = re.search(r"_p(\d+)_\d+$", path.stem)
+        prompt = int(found.group(1)) if found and len(prompts) > 1 and int(found.group(1)) < len(prompts) else None
+        if prompt is not None and prompt != shown:
+            lines.append(f"\n> {' '.join(prompts[prompt].split())}\n")
+            shown = prompt
+        if path.suffix == ".txt":  # a video LLM's answer
+            lines.append(f"```\n{path.read_text().strip()}\n```")
+        else:
+            lines.append(f"![{path.stem}](samples/{path.name})")
+    return "\n".join(lines).strip()
 
 
 def _card_metadata(spec: FamilySpec, cfg: TrainConfig, base_model):

@@ -212,3 +212,27 @@ def test_the_held_out_loss_is_drawn_beside_the_training_loss_with_its_best_step(
     assert list(lines["best: step 2"].get_xdata()) == [2]
     assert "loss (window mean)" in lines and figure.axes[0].get_title() == "training and held-out validation loss"
     close(figure)
+
+
+def test_card_puts_each_validation_prompt_before_its_samples(tmp_path):
+    from PIL import Image
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.output.report import write_model_card
+    from dit_lora.registry import get_family
+
+    cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path="me/model",
+                                 validation_prompt=["a red circle", "a blue\nsquare"])
+    (tmp_path / "samples").mkdir()
+    files = []
+    for name in ("final_grid.png", "final_p0_0.png", "final_p1_0.png", "final_p1_1.png"):
+        Image.new("RGB", (4, 4)).save(tmp_path / "samples" / name)
+        files.append(tmp_path / "samples" / name)
+    text = write_model_card(get_family("sana"), cfg, tmp_path, {"steps": 2}, files).read_text()
+    section = text.split("## Samples", 1)[1]
+    assert section.index("![final_grid]") < section.index("> a red circle") < section.index("![final_p0_0]")
+    assert section.index("![final_p0_0]") < section.index("> a blue square") < section.index("![final_p1_0]")
+    assert section.count("> a blue square") == 1
+    one = TrainConfig.for_family("sana", pretrained_model_name_or_path="me/model", validation_prompt="a red circle")
+    single = write_model_card(get_family("sana"), one, tmp_path, {"steps": 2}, files[1:2]).read_text()
+    assert "> a red circle" not in single and "![final_p0_0](samples/final_p0_0.png)" in single
