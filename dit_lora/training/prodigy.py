@@ -89,10 +89,8 @@ class DeviceProdigy(torch.optim.Optimizer):
         bias = ((1 - beta2 ** (k + 1)) ** 0.5) / (1 - beta1 ** (k + 1)) if first["use_bias_correction"] else 1.0
         numerator = first["d_numerator"] * beta3
         sums, stepped = [], []
-        decays = {
-            b: torch.where(keep > 0, torch.tensor(b, dtype=torch.float64, device=device), 1.0)
-            for b in (beta1, beta2, beta3)
-        }  # each decay, or 1 on a skipped step
+        # each decay, or 1 on a skipped step (from Python numbers: no tensor is copied to the device per step)
+        decays = {b: torch.where(keep > 0, b, 1.0) for b in (beta1, beta2, beta3)}
         for group, params in live:
             dlr = d * torch.as_tensor(group["lr"], device=device, dtype=torch.float64) * bias
             rate = d if group["safeguard_warmup"] else dlr
