@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dit_lora.core.fileio import atomic_write
+
 #: the grid's look: a white band under each row of images holding the prompt, in PIL's built-in font
 _MARGIN = 4
 _FONT_SIZE = 12
@@ -45,7 +47,7 @@ def save_prompt_samples(
     if grid is None:
         return files
     path = folder / f"{tag}_grid.png"
-    grid.save(path)
+    atomic_write(path, lambda tmp: grid.save(tmp, format="PNG"))  # a stop mid-write never leaves half a PNG
     return [path, *files]
 
 

@@ -80,6 +80,17 @@ def test_a_run_started_from_a_diffusers_file_begins_at_its_output(source_run, ti
     assert str(file) in json.dumps(options) and summary["config"]["network_weights"] == str(file)
     assert "| started from (--network_weights) | pytorch_lora_weights.safetensors |" in (out / "README.md").read_text()
 
+    # a resume takes the adapter from its checkpoint: the file is not read again (here it has gone)
+    moved = tmp_path / "moved.safetensors"
+    file.rename(moved)
+    try:
+        resumed, _ = train_in_process(tiny_sana, shapes_data, tmp_path, network_weights=file, mixed_precision="no",
+                                      checkpointing_steps=2, resume_from_checkpoint="latest",
+                                      **{**STARTED, "max_train_steps": 3})
+    finally:
+        moved.rename(file)
+    assert isinstance(resumed, dict) and resumed["steps_this_run"] == 1, resumed
+
 
 @pytest.mark.slow
 def test_a_lokr_run_continues_from_a_peft_folder(tiny_sana, shapes_data, tmp_path):

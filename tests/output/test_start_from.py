@@ -82,3 +82,16 @@ def test_the_type_is_read_from_the_keys():
     assert start_from._kind_of(["a.lora_A.weight", "a.lora_B.weight"]) == "lora"
     assert start_from._kind_of(["a.lora_A.weight", "a.lora_magnitude_vector"]) == "dora"
     assert start_from._kind_of(["a.lokr_w1", "a.lokr_w2"]) == "lokr" and start_from._kind_of(["a.hada_w1_a"]) == "loha"
+
+
+def test_a_file_the_pipelines_converter_cannot_read_is_one_paragraph(tmp_path):
+    kohya = tmp_path / "other.safetensors"
+    save_file({"lora_unet_x.lora_down.weight": torch.ones(2, 2)}, str(kohya))
+
+    class Pipeline:
+        @staticmethod
+        def lora_state_dict(given):
+            raise ValueError("state_dict should be empty")
+
+    with pytest.raises(UserError, match="could not read it .ValueError: state_dict should be empty.. It may be another"):
+        start_from.read_adapter(kohya, Pipeline)
