@@ -49,15 +49,17 @@ FAMILIES = {
 CLIPS = {"wan": (16, "none"), "ltx2": (24, "tones"), "hunyuanvideo15": (24, "none")}
 
 
-def build_folder(root: Path, family: str, model: str, layers: int | None) -> Path:
-    """The Hub-layout folder of ``model`` under ``root``, its transformer at the published depth or ``layers``."""
+def build_folder(root: Path, family: str, model: str, layers: int | None, narrow: bool = False) -> Path:
+    """The Hub-layout folder of ``model`` under ``root``, its transformer at the published depth or ``layers``
+    (``narrow``: Wan's text encoder layer narrowed inside, its model width kept, for a CPU smoke: the published
+    layer over 512 tokens was most of one)."""
     from dit_lora.catalogue import by_hub_id
 
     config = by_hub_id(model).configs["transformer/config.json"]
     if family == "wan":
         from real_layout import wan_pipeline
 
-        return wan_pipeline(root, model, layers=layers or config["num_layers"])
+        return wan_pipeline(root, model, layers=layers or config["num_layers"], narrow_text_encoder=narrow)
     if family == "ltx2":
         from ltx2_layout import ltx2_pipeline
 
@@ -166,7 +168,8 @@ def main() -> int:
         print("common/family_step_gpu.py: no CUDA device (use --smoke on a CPU).", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(args.folder) if args.folder else build_folder(Path(tmp), args.family, args.model, args.layers)
+        folder = Path(args.folder) if args.folder else build_folder(Path(tmp), args.family, args.model, args.layers,
+                                                                          narrow=args.smoke)
         data = build_data(Path(tmp), args.family, args.frames, args.height, args.width)
         row = _row(args, run(args.family, folder, data, Path(tmp) / "out", args))
     print(json.dumps(row, indent=1))
