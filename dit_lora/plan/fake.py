@@ -136,19 +136,57 @@ class LiveBytes(TorchDispatchMode):
         weakref.finalize(storage, self._free, nbytes)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        from torch.utils.flop_counter import flop_registry
-
-        out = func(*args, **(kwargs or {}))
-        count = flop_registry.get(func._overloadpacket)
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        count, returns = _op_facts(func)
         if count is not None:
-            self.flops += int(count(*args, **(kwargs or {}), out_val=out))
-        # A view (or an in-place result) shares an input's storage: only storages an operator made count, so
-        # views of the weights, made before the mode, never do.
+            self.flops += int(count(*args, **kwargs, out_val=out))
+        if returns is _ALIASES:  # every result is a view of (or is) an input: no new storage
+            return out
+        leaves = out if isinstance(out, (tuple, list)) else (out,)
+        if returns is _FRESH:  # every result is a new tensor (its schema says so): count each new storage
+            for leaf in leaves:
+                if isinstance(leaf, torch.Tensor):
+                    self._track(leaf)
+            return out
+        # Any other operator: a view (or an in-place result) shares an input's storage: only storages an operator
+        # made count, so views of the weights, made before the mode, never do.
         inputs = {id(t.untyped_storage()) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         for leaf in tree_leaves(out):
             if isinstance(leaf, torch.Tensor) and id(leaf.untyped_storage()) not in inputs:
                 self._track(leaf)
         return out
+
+
+#: what :func:`_op_facts` says of an operator's results: all new tensors, all views of inputs
+_FRESH, _ALIASES = "fresh", "aliases"
+_OP_FACTS: dict = {}
+#: operators whose schema declares a new tensor but whose result shares its input's storage (reshape's
+#: ``_unsafe_view``: "unsafe" is that it does not say so)
+_UNDECLARED_VIEWS = frozenset({torch.ops.aten._unsafe_view.default})
+#: operators whose schema declares a view but which, under the fake mode, can make a new tensor: ``lift_fresh``
+#: turns a real constant (a scheduler table) into a fake tensor of its own storage
+_STORAGES_CHECKED = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift.default})
+
+
+def _op_facts(func) -> tuple[Callable | None, str | None]:
+    """``func``'s FLOP formula (``torch.utils.flop_counter``'s, or None) and what its schema says of its results:
+    _FRESH (none aliases an input), _ALIASES (each does), or None (mixed, or no schema: look at the storages).
+    Read once per operator: a step dispatches thousands of operators through the mode, and walking every
+    operator's arguments for their storages was a fifth of a plan's time."""
+    facts = _OP_FACTS.get(func)
+    if facts is None:
+        from torch.utils.flop_counter import flop_registry
+
+        kind = None
+        schema = getattr(func, "_schema", None)
+        if func in _UNDECLARED_VIEWS:
+            kind = _ALIASES
+        elif schema is not None and schema.returns and func not in _STORAGES_CHECKED:
+            aliased = [r.alias_info is not None for r in schema.returns]
+            kind = _ALIASES if all(aliased) else _FRESH if not any(aliased) else None
+        facts = _OP_FACTS[func] = (flop_registry.get(getattr(func, "_overloadpacket", None)), kind)
+    return facts
 
 
 class ReadTensors(TorchDispatchMode):

@@ -1,5 +1,6 @@
 """LiveBytes: bytes of the storages a step makes and keeps, and FLOPs, on fake tensors."""
 
+import pytest
 import torch
 
 from dit_lora.plan.fake import LiveBytes, fake_mode, fake_module, fused_attention, module_bytes, on_meta
@@ -89,3 +90,60 @@ def test_meta_init_skipped_leaves_meta_tensors_alone_and_initialises_the_rest():
     assert seen == [] and layer.weight.shape == (8, 8) and layer.weight.device.type == "meta"
     assert bool((host == 1).all())
     assert torch.nn.init.kaiming_uniform_ is original
+
+
+class _StorageCounted(LiveBytes):
+    """The count by storages alone (every operator's results against its inputs' storages): what LiveBytes's
+    schema shortcut must agree with."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from torch.utils._pytree import tree_leaves
+        from torch.utils.flop_counter import flop_registry
+
+        out = func(*args, **(kwargs or {}))
+        count = flop_registry.get(func._overloadpacket)
+        if count is not None:
+            self.flops += int(count(*args, **(kwargs or {}), out_val=out))
+        inputs = {id(t.untyped_storage()) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for leaf in tree_leaves(out):
+            if isinstance(leaf, torch.Tensor) and id(leaf.untyped_storage()) not in inputs:
+                self._track(leaf)
+        return out
+
+
+def _block_step(counter_class, weight_dtype):
+    """(peak, current) of a forward and backward through views, reshapes (``_unsafe_view``), splits, in-place
+    operators, a real constant lifted into the fake mode, an upcast and checkpointing, on fake weights."""
+    from torch.utils.checkpoint import checkpoint
+
+    table = torch.linspace(0, 1, 64)  # a real tensor the step reads, as a scheduler's table is
+    with torch.device("meta"):
+        lin, norm = torch.nn.Linear(64, 192), torch.nn.LayerNorm(64)
+    module = torch.nn.ModuleDict({"lin": lin, "norm": norm}).to(weight_dtype)
+    with fake_mode() as mode:
+        fake_module(module, mode)
+        lin.weight.requires_grad_(True)
+        x = torch.randn(3, 5, 64, dtype=weight_dtype)
+
+        def block(h):
+            flat = torch.ops.aten._unsafe_view.default(h, (15, 64))  # h's own storage, made before the count
+            scale = torch.tensor([[0.5] * 192] * 15)  # a constant the fake mode lifts (lift_fresh): a new storage,
+            q, k, v = (lin(norm(flat)) * scale).split(64, dim=-1)  # kept for the backward; q, k, v: views
+            att = (q.reshape(15, 64) @ k.reshape(15, 64).t()).softmax(-1) @ v.reshape(15, 64)
+            out = att.view(3, 5, 64).float() + table
+            out.mul_(2).add_(h.float())  # in place: no new storage
+            return out.to(weight_dtype)
+
+        with counter_class() as live:
+            y = checkpoint(block, x, use_reentrant=False)
+            y.float().pow(2).mean().backward()
+        return live.peak, live.current, live.flops
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_schema_shortcut_counts_what_the_storages_say(dtype):
+    """LiveBytes reads whether an operator's results are new or views from its schema (once per operator) instead of
+    comparing every result's storage with every input's: the same bytes and FLOPs, including the operators whose
+    schema does not tell (``_unsafe_view``, ``lift_fresh``)."""
+    got, want = _block_step(LiveBytes, dtype), _block_step(_StorageCounted, dtype)
+    assert got == want and got[0] > 0
