@@ -7,7 +7,8 @@ Parameters shaped as a LoRA (rank 16 and 32 on the attention projections: the Sa
 320 wide, 5 blocks, 8 projections a block; and 40 blocks of a 3,072-wide model), fp32 (dit-lora's masters), random
 gradients. Each optimizer steps with the guard's interface (``found_inf`` 0, a device learning rate where it takes
 one); ``prodigyopt.Prodigy`` (diffusers' examples' optimizer, which reads its estimate on the host every step) is
-timed beside dit-lora's device-side Prodigy for reference. Reported per optimizer: the median CPU time of one
+timed beside dit-lora's device-side Prodigy, and transformers' ``Adafactor`` (fixed learning rate, as the LoRA
+trainers set it) beside dit-lora's device-side Adafactor, for reference. Reported per optimizer: the median CPU time of one
 update over ``--steps`` (after 3 warm-up updates), the state it keeps (bytes of its tensors) and that per trained
 weight. ``--device cuda`` on a GPU: wall time of each update, the device synchronised around it.
 """
@@ -47,6 +48,18 @@ def make(name: str, params, device: str = "cpu"):
         for group in opt.param_groups:
             group["lr"] = torch.tensor(1.0, device=device)  # the guard's device learning rate
         return opt, True
+    if name == "adafactor (dit-lora)":
+        from dit_lora.training.adafactor import DeviceAdafactor
+
+        opt = DeviceAdafactor(params, lr=1e-4, weight_decay=1e-4)
+        for group in opt.param_groups:
+            group["lr"] = torch.tensor(1e-4, device=device)
+        return opt, True
+    if name == "adafactor (transformers)":
+        from transformers.optimization import Adafactor
+
+        adafactor = dict(relative_step=False, warmup_init=False, scale_parameter=False)
+        return Adafactor(params, lr=1e-4, weight_decay=1e-4, **adafactor), False
     import prodigyopt
 
     return prodigyopt.Prodigy(params, lr=1.0, weight_decay=1e-4, use_bias_correction=True, safeguard_warmup=True), False
@@ -96,7 +109,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU (wall time, synchronised)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    names = ["adamw (fused)", "prodigy (dit-lora)"]
+    names = ["adamw (fused)", "prodigy (dit-lora)", "adafactor (dit-lora)", "adafactor (transformers)"]
     try:  # the reference: the dev extra here; .whl/ on a lent GPU machine
         import prodigyopt  # noqa: F401
 

@@ -552,20 +552,33 @@ RESERVED_NAMES = ("pytorch_lora_weights", "adapter_model", "dit_lora_backbone")
 
 
 def _check_optimizer(cfg: TrainConfig) -> None:
-    """--optimizer prodigy takes neither bitsandbytes' 8-bit AdamW nor fp16's gradient scaler (which steps an
-    optimizer by reading its inf check on the host)."""
-    if cfg.training.optimizer != "prodigy":
+    """--optimizer prodigy or adafactor takes neither bitsandbytes' 8-bit AdamW nor fp16's gradient scaler (which
+    steps an optimizer by reading its inf check on the host); the --adafactor_* options need Adafactor."""
+    name = cfg.training.optimizer
+    if name != "adafactor":
+        given = [f"--{o}" for o in ADAFACTOR_OPTIONS if cfg.is_set(o)]
+        if given:
+            raise UserError(
+                f"{', '.join(given)} set{'s' if len(given) == 1 else ''} Adafactor, but the optimizer is {name}. Add "
+                "--optimizer adafactor, or drop the option."
+            )
+    if name == "adamw":
         return
+    title = {"prodigy": "Prodigy", "adafactor": "Adafactor"}[name]
     if cfg.training.use_8bit_adam:
         raise UserError(
-            "--use_8bit_adam and --optimizer prodigy ask for two optimizers: --use_8bit_adam is bitsandbytes' 8-bit "
-            "AdamW. Drop --use_8bit_adam to train with Prodigy, or --optimizer prodigy for the 8-bit AdamW."
+            f"--use_8bit_adam and --optimizer {name} ask for two optimizers: --use_8bit_adam is bitsandbytes' 8-bit "
+            f"AdamW. Drop --use_8bit_adam to train with {title}, or --optimizer {name} for the 8-bit AdamW."
         )
     if cfg.training.mixed_precision == "fp16":
         raise UserError(
-            "--optimizer prodigy with --mixed_precision fp16: fp16's gradient scaler decides each step on the host, "
-            "which Prodigy's device-side skip does not go through (not verified). Use bf16 (the default) or no."
+            f"--optimizer {name} with --mixed_precision fp16: fp16's gradient scaler decides each step on the host, "
+            f"which {title}'s device-side skip does not go through (not verified). Use bf16 (the default) or no."
         )
+
+
+#: the options only --optimizer adafactor reads
+ADAFACTOR_OPTIONS = ("adafactor_scale_parameter", "adafactor_beta1", "adafactor_clip_threshold", "adafactor_decay_rate")
 
 
 def check_output_name(name: str | None) -> None:

@@ -85,12 +85,16 @@ class TrainingOptions:
     adam_epsilon: float = opt(1e-8, "AdamW epsilon.", section="training", valid=POSITIVE)
     optimizer: str = opt(
         "adamw",
-        "The optimizer: `adamw` (torch's fused AdamW; --use_8bit_adam for bitsandbytes' 8-bit one) or `prodigy` "
+        "The optimizer: `adamw` (torch's fused AdamW; --use_8bit_adam for bitsandbytes' 8-bit one), `prodigy` "
         "(Prodigy, which estimates its own step size: --learning_rate is its multiplier, 1.0 as diffusers' examples "
-        "advise; the --adam_* options are its betas, epsilon and weight decay). dit-lora's Prodigy is prodigyopt's "
-        "update with its estimate kept on the device, so the guard skips a step without a host sync (prodigyopt reads "
-        "it back every step); it keeps four fp32 values per trained weight (AdamW: two). Written `AdamW` or "
-        "`Prodigy` as diffusers' examples take them.",
+        "advise; the --adam_* options are its betas, epsilon and weight decay) or `adafactor` (transformers' "
+        "Adafactor with a fixed learning rate, as sd-scripts, ai-toolkit and SimpleTuner configure it for a LoRA: "
+        "--learning_rate and its schedule, --adam_weight_decay its weight decay, the --adafactor_* options). "
+        "dit-lora's Prodigy and Adafactor are those packages' updates with their counts and estimates kept on the "
+        "device, so the guard skips a step without a host sync (the packages read them back every step); Prodigy "
+        "keeps four fp32 values per trained weight (AdamW: two), Adafactor a row and a column per weight matrix "
+        "(and one value per weight with --adafactor_beta1). Written `AdamW` or `Prodigy` as diffusers' examples "
+        "take them.",
         choices=OptimizerNames(),
         section="training",
         resume="fixed",
@@ -112,6 +116,29 @@ class TrainingOptions:
         "Prodigy: leave the learning rate out of the estimate's denominator, which keeps a warm-up (--lr_warmup_steps) "
         "from inflating it (diffusers' examples' default).",
         section="training",
+    )
+    adafactor_scale_parameter: bool = opt(
+        False,
+        "Adafactor: scale each step by the weight's root mean square (transformers' `scale_parameter`). Off, as the "
+        "LoRA trainers set it: a LoRA's B matrix starts at zero, and the scale would hold its steps at 1e-3 of the "
+        "learning rate.",
+        section="training",
+    )
+    adafactor_beta1: float | None = opt(
+        None,
+        "Adafactor: keep a first moment with this decay (one fp32 value per trained weight); none by default, as "
+        "Adafactor's own.",
+        section="training",
+        valid=Range(0, 1, high_open=True, why="a first moment's decay"),
+    )
+    adafactor_clip_threshold: float = opt(
+        1.0, "Adafactor: clip each update's root mean square to this.", section="training", valid=POSITIVE
+    )
+    adafactor_decay_rate: float = opt(
+        -0.8,
+        "Adafactor: its second moments decay by 1 - step ** this (transformers' `decay_rate`).",
+        section="training",
+        valid=Range(-1, 0, high_open=True, why="a negative power of the step"),
     )
     use_8bit_adam: bool = opt(
         False,

@@ -63,6 +63,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import math
 import os
 import platform
 import types
@@ -754,6 +755,8 @@ def _trainable_fields(cfg: TrainConfig, model, device: str, num_processes: int, 
     numels = [p.numel() for p in trainable]
     if cfg.training.optimizer == "prodigy":  # exp_avg, exp_avg_sq, s and p0, fp32 (training/prodigy.py)
         moments = sum(16 * n for n in numels)
+    elif cfg.training.optimizer == "adafactor":
+        moments = adafactor_state_bytes([tuple(p.shape) for p in trainable], first_moment=cfg.training.adafactor_beta1)
     else:
         moments = adam_moment_bytes(numels, eight_bit=cfg.training.use_8bit_adam)
     return {
@@ -782,6 +785,18 @@ def _ema_bytes(cfg: TrainConfig, trainable: list, device: str) -> int:
     if not cfg.training.use_ema or (cfg.training.ema_device == "cpu" and device != "cpu"):
         return 0
     return 4 * sum(p.numel() for p in trainable) * (2 if cfg.guards.finite_guard else 1)
+
+
+def adafactor_state_bytes(shapes: list[tuple[int, ...]], *, first_moment: float | None) -> int:
+    """Adafactor's state for trainable tensors of ``shapes`` (training/adafactor.py), fp32: a matrix's second moments
+    factored into a row and a column (a 1-D tensor keeps one per value), its step and RMS scalars, and with a
+    ``first_moment`` decay (--adafactor_beta1) one value per weight."""
+    total = 0
+    for shape in shapes:
+        numel = math.prod(shape)
+        second = math.prod(shape[:-1]) + math.prod(shape[:-2] + shape[-1:]) if len(shape) >= 2 else numel
+        total += 4 * second + 8 + 4 + (4 * numel if first_moment is not None else 0)
+    return total
 
 
 #: bitsandbytes' 8-bit optimizers keep a tensor's state in 32 bits below this many elements (``min_8bit_size``) ...

@@ -63,6 +63,11 @@ def check_options(cfg: TrainConfig) -> None:
             "--optimizer prodigy (its step-size estimate sums over whole tensors, not verified on DTensor "
             "shards: use adamw)"
         )
+    if cfg.training.optimizer == "adafactor":
+        clashes.append(
+            "--optimizer adafactor (its factored moments are means over whole rows and columns, not verified on "
+            "DTensor shards: use adamw)"
+        )
     if cfg.training.mixed_precision == "fp16":
         clashes.append(
             "--mixed_precision fp16 (its gradient scaler is not verified on sharded gradients: use bf16, or no)"

@@ -21,8 +21,9 @@ class _AdamOptions(TypedDict):
 def make_optimizer(
     training: TrainingOptions, groups: list[dict], device: torch.device
 ) -> tuple[torch.optim.Optimizer, bool]:
-    """AdamW (fused where the device supports it), bitsandbytes' 8-bit AdamW or Prodigy, as the run's ``training``
-    section (``cfg.training``: --optimizer, the --adam_* and --prodigy_* options, --use_8bit_adam) says; returns
+    """AdamW (fused where the device supports it), bitsandbytes' 8-bit AdamW, Prodigy or Adafactor, as the run's
+    ``training`` section (``cfg.training``: --optimizer, the --adam_*, --prodigy_* and --adafactor_* options,
+    --use_8bit_adam) says; returns
     (optimizer, whether the guard skips its step on the device)."""
     kwargs = _AdamOptions(
         betas=(training.adam_beta1, training.adam_beta2),
@@ -32,6 +33,18 @@ def make_optimizer(
     if training.optimizer == "prodigy":
         # the guard drives it as fused AdamW (found_inf, a device learning rate): no host read (training/prodigy.py)
         return _prodigy(training, groups, kwargs), True
+    if training.optimizer == "adafactor":  # the same interface (training/adafactor.py)
+        from dit_lora.training.adafactor import DeviceAdafactor
+
+        return DeviceAdafactor(
+            groups,
+            lr=training.learning_rate,
+            clip_threshold=training.adafactor_clip_threshold,
+            decay_rate=training.adafactor_decay_rate,
+            beta1=training.adafactor_beta1,
+            weight_decay=training.adam_weight_decay,
+            scale_parameter=training.adafactor_scale_parameter,
+        ), True
     if training.use_8bit_adam:
         try:
             import bitsandbytes as bnb

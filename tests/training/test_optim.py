@@ -103,3 +103,16 @@ def test_prodigy_is_the_device_side_one_with_diffusers_arguments_and_skipped_on_
     group = opt.param_groups[0]
     assert group["betas"] == (0.8, 0.95) and group["beta3"] == 0.97 and group["eps"] == 1e-7
     assert group["weight_decay"] == 0.01 and group["use_bias_correction"] and not group["safeguard_warmup"]
+
+
+def test_adafactor_is_the_device_side_one_with_its_options_and_skipped_on_the_device():
+    from dit_lora.training.adafactor import DeviceAdafactor
+
+    opt, device_skip = optim.make_optimizer(
+        _cfg(optimizer="adafactor", learning_rate=3e-4, adafactor_scale_parameter=True, adafactor_beta1=0.9,
+             adafactor_clip_threshold=0.5, adafactor_decay_rate=-0.7), _groups(), torch.device("cpu"))
+    assert isinstance(opt, DeviceAdafactor) and device_skip
+    group = opt.param_groups[0]
+    assert opt.defaults["lr"] == 3e-4 and group["lr"] == 0.1  # a group keeps its own (LoRA+, a backbone)
+    assert group["beta1"] == 0.9 and group["scale_parameter"]
+    assert group["clip_threshold"] == 0.5 and group["decay_rate"] == -0.7 and group["weight_decay"] == 0.01

@@ -1,0 +1,92 @@
+"""The optimizers the guard skips on the device (issue 49), ``--optimizer prodigy`` and ``--optimizer adafactor``, keep
+its promise: a drilled NaN step changes no weight and no part of the optimizer's state (moments, counts, Prodigy's
+estimate), every step runs under the host-sync audit, and a run resumed from its checkpoint ends bitwise equal to the
+uninterrupted one."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from helpers import train_in_process
+
+#: a NaN loss at update 2, checkpoints
+DRILLED = dict(max_train_steps=4, inject_faults="nan_loss@2", checkpointing_steps=2, checkpoints_total_limit=3,
+               lr_warmup_steps=0, lr_scheduler="constant")
+#: each optimizer's flags: diffusers' examples' Prodigy (learning rate 1.0: Prodigy's multiplier); Adafactor as the
+#: LoRA trainers set it, with a first moment (so every kind of its state is drilled)
+OPTIMIZERS = {"prodigy": dict(optimizer="Prodigy", learning_rate=1.0),
+              "adafactor": dict(optimizer="adafactor", learning_rate=1e-3, adafactor_beta1=0.9)}
+
+
+def _record(states):
+    def on_step(step, model, optimizer):
+        inner = getattr(optimizer, "optimizer", optimizer)
+        group = {k: v.clone() for k, v in inner.param_groups[0].items() if isinstance(v, torch.Tensor) and k != "lr"}
+        held = {f"{i}.{k}": v.clone() for i, s in enumerate(inner.state.values()) for k, v in s.items()
+                if isinstance(v, torch.Tensor)}
+        states[step] = {"params": {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad},
+                        "state": {**group, **held}}
+    return on_step
+
+
+def _counts(state: dict) -> set[float]:
+    """The optimizer's update counts in a recorded state: Prodigy's ``k``, Adafactor's per-weight ``step``."""
+    return {v.item() for k, v in state.items() if k == "k" or k.endswith(".step")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_a_nan_step_is_skipped_whole_nothing_syncs_and_a_resume_is_bitwise(name, tiny_sana, shapes_data, tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setenv("DIT_LORA_SYNC_DEBUG", "1")  # a host read inside a step raises
+    flags = {**OPTIMIZERS[name], **DRILLED}
+    states: dict[int, dict] = {}
+    summary, out = train_in_process(tiny_sana, shapes_data, tmp_path / "ref", on_step=_record(states), **flags)
+    assert isinstance(summary, dict) and summary["status"] == "completed", summary
+    assert summary["skipped_steps"] == 1 and summary["config"]["optimizer"] == name
+    for part in ("params", "state"):  # update 2 was skipped: nothing moved
+        assert states[2][part].keys() == states[1][part].keys()
+        assert all(torch.equal(states[2][part][k], states[1][part][k]) for k in states[1][part]), part
+    assert not all(torch.equal(states[3]["params"][k], states[2]["params"][k]) for k in states[2]["params"])
+    assert _counts(states[4]["state"]) == {3.0}  # four updates, one skipped
+    if name == "prodigy":
+        assert states[4]["state"]["d_numerator"].item() != 0  # estimating
+
+    resumed_out = tmp_path / "resumed" / "out"
+    resumed_out.mkdir(parents=True)
+    shutil.copytree(out / "checkpoint-2", resumed_out / "checkpoint-2")
+    resumed, resumed_out = train_in_process(tiny_sana, shapes_data, tmp_path / "resumed",
+                                            resume_from_checkpoint="latest", **flags)
+    assert isinstance(resumed, dict) and resumed["steps_this_run"] == 2, resumed
+    ref, got = (load_file(str(o / "pytorch_lora_weights.safetensors")) for o in (out, resumed_out))
+    assert ref.keys() == got.keys() and all(torch.equal(ref[k], got[k]) for k in ref)
+    assert resumed["loss_history"] == summary["loss_history"]
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_the_optimizer_refuses_what_it_cannot_keep_its_promise_with(name):
+    from dit_lora.config import parse_config
+    from dit_lora.core.errors import UserError
+
+    base = ["--family", "sana", "--pretrained_model_name_or_path", "me/model", "--train_data_dir", "/data",
+            "--optimizer", name]
+    with pytest.raises(UserError, match="two optimizers"):
+        parse_config([*base, "--use_8bit_adam"])
+    with pytest.raises(UserError, match="gradient scaler"):
+        parse_config([*base, "--mixed_precision", "fp16", "--allow_fp16"])
+    assert parse_config(base).training.optimizer == name
+
+
+def test_adafactor_options_need_adafactor():
+    from dit_lora.config import parse_config
+    from dit_lora.core.errors import UserError
+
+    base = ["--family", "sana", "--pretrained_model_name_or_path", "me/model", "--train_data_dir", "/data"]
+    with pytest.raises(UserError, match=r"--adafactor_beta1 sets Adafactor, but the optimizer is adamw"):
+        parse_config([*base, "--adafactor_beta1", "0.9"])
+    cfg = parse_config([*base, "--optimizer", "Adafactor", "--adafactor_beta1", "0.9"])
+    assert (cfg.training.optimizer, cfg.training.adafactor_beta1) == ("adafactor", 0.9)

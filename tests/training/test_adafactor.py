@@ -1,0 +1,131 @@
+"""dit_lora.training.adafactor: transformers' Adafactor (fixed learning rate), step for step, with the guard's skip
+and no host read."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers.optimization import Adafactor
+
+from dit_lora.training.adafactor import DeviceAdafactor
+
+
+def _params(seed: int = 0) -> list[torch.nn.Parameter]:
+    g = torch.Generator().manual_seed(seed)
+    # a LoRA's pair (lora_B starts at zero), odd sizes, and a 1-D weight (a trained norm: not factored)
+    return [torch.nn.Parameter(torch.randn(4, 33, generator=g)), torch.nn.Parameter(torch.zeros(17, 4)),
+            torch.nn.Parameter(torch.randn(9, generator=g))]
+
+
+def _grads(step: int, params) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(100 + step)
+    return [torch.randn(p.shape, generator=g) * (1 + step) for p in params]
+
+
+_TRANSFORMERS = {"relative_step": False, "warmup_init": False}
+
+
+@pytest.mark.parametrize("options", [
+    {"lr": 1e-3},
+    {"lr": 3e-2, "beta1": 0.9, "weight_decay": 0.01, "clip_threshold": 0.5},
+    {"lr": 1e-2, "scale_parameter": True, "decay_rate": -0.5, "eps": (1e-30, 1e-2)},
+])
+def test_every_step_equals_transformers(options):
+    ours, theirs = _params(), _params()
+    mine = DeviceAdafactor(ours, **options)
+    ref = Adafactor(theirs, **{"scale_parameter": False, **options, **_TRANSFORMERS})
+    for step in range(6):
+        for p, q, grad in zip(ours, theirs, _grads(step, ours)):
+            p.grad, q.grad = grad.clone(), grad.clone()
+        mine.step()
+        ref.step()
+        for p, q in zip(ours, theirs):
+            torch.testing.assert_close(p.detach(), q.detach(), rtol=2e-6, atol=1e-9)
+        for p, q in zip(ours, theirs):
+            assert mine.state[p]["step"].item() == ref.state[q]["step"]
+            for key in ("exp_avg_sq_row", "exp_avg_sq_col", "exp_avg_sq", "exp_avg"):
+                assert (key in mine.state[p]) == (key in ref.state[q])
+                if key in ref.state[q]:
+                    torch.testing.assert_close(mine.state[p][key], ref.state[q][key], rtol=2e-6, atol=1e-9)
+
+
+def _snapshot(opt, params):
+    return copy.deepcopy([p.detach().clone() for p in params]), copy.deepcopy(opt.state_dict())
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("skipped", [0, 1])
+def test_a_skipped_step_changes_nothing_and_the_run_goes_on_as_without_it(skipped):
+    """Skipped at the first step (no state yet: it is made, empty of updates) or a later one: parameters, moments,
+    counts and RMS are what they were, and the steps after it equal a run that never had it."""
+    options = {"lr": 1e-2, "beta1": 0.9, "weight_decay": 0.01, "scale_parameter": True}
+    ours, plain = _params(), _params()
+    guarded, reference = DeviceAdafactor(ours, **options), DeviceAdafactor(plain, **options)
+    for step in range(3):
+        if step == skipped:
+            before = _snapshot(guarded, ours)
+            for p in ours:
+                p.grad = torch.full_like(p, float("nan"))
+            guarded.found_inf = torch.ones(())
+            guarded.step()
+            after = _snapshot(guarded, ours)
+            assert _equal(after[0], before[0])
+            kept = after[1]["state"]
+            assert all(s["step"].item() == 0 or _equal(s, before[1]["state"][i]) for i, s in kept.items())
+        for p, grad in zip(plain, _grads(step, plain)):
+            p.grad = grad
+        reference.step()
+        for p, grad in zip(ours, _grads(step, ours)):
+            p.grad = grad
+        guarded.found_inf = torch.zeros(())
+        guarded.step()
+    for p, q in zip(ours, plain):
+        assert torch.equal(p, q)
+    assert _equal(guarded.state_dict()["state"], reference.state_dict()["state"])
+
+
+def test_its_state_round_trips_through_a_state_dict():
+    """A resumed optimizer (state loaded into a new one) steps on as the one that was saved."""
+    options = {"lr": 1e-2, "beta1": 0.9}
+    ours, other = _params(), _params()
+    first = DeviceAdafactor(ours, **options)
+    for step in range(2):
+        for p, grad in zip(ours, _grads(step, ours)):
+            p.grad = grad
+        first.step()
+    with torch.no_grad():
+        for p, q in zip(other, ours):
+            p.copy_(q)
+    second = DeviceAdafactor(other, **options)
+    second.load_state_dict(copy.deepcopy(first.state_dict()))
+    for opt, params in ((first, ours), (second, other)):
+        for p, grad in zip(params, _grads(5, params)):
+            p.grad = grad
+        opt.step()
+    for p, q in zip(ours, other):
+        assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("beta1", [None, 0.9])
+def test_the_plan_counts_the_state_it_keeps(beta1):
+    """plan/estimate.adafactor_state_bytes is the bytes of the tensors DeviceAdafactor keeps after a step."""
+    from dit_lora.plan.estimate import adafactor_state_bytes
+
+    params = _params()
+    opt = DeviceAdafactor(params, lr=1e-3, beta1=beta1)
+    for p, grad in zip(params, _grads(0, params)):
+        p.grad = grad
+    opt.step()
+    kept = sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values())
+    assert adafactor_state_bytes([tuple(p.shape) for p in params], first_moment=beta1) == kept
