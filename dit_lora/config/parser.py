@@ -564,6 +564,13 @@ def _check_optimizer(cfg: TrainConfig) -> None:
             )
     if name == "adamw":
         return
+    adam = [f"--{o}" for o in ("adam_beta1", "adam_beta2", "adam_epsilon") if cfg.is_set(o)]
+    if name == "adafactor" and adam:
+        raise UserError(
+            f"{', '.join(adam)} with --optimizer adafactor: Adafactor has no Adam betas or epsilon (of the --adam_* "
+            "options it reads only --adam_weight_decay). Drop them; --adafactor_beta1 gives it a first moment, "
+            "--adafactor_decay_rate sets how its second moments decay."
+        )
     title = {"prodigy": "Prodigy", "adafactor": "Adafactor"}[name]
     if cfg.training.use_8bit_adam:
         raise UserError(

@@ -89,7 +89,8 @@ class TrainingOptions:
         "(Prodigy, which estimates its own step size: --learning_rate is its multiplier, 1.0 as diffusers' examples "
         "advise; the --adam_* options are its betas, epsilon and weight decay) or `adafactor` (transformers' "
         "Adafactor with a fixed learning rate, as sd-scripts, ai-toolkit and SimpleTuner configure it for a LoRA: "
-        "--learning_rate and its schedule, --adam_weight_decay its weight decay, the --adafactor_* options). "
+        "--learning_rate and its schedule, --adam_weight_decay its weight decay (1e-4 unless set: transformers' and "
+        "sd-scripts' default is 0), the --adafactor_* options). "
         "dit-lora's Prodigy and Adafactor are those packages' updates with their counts and estimates kept on the "
         "device, so the guard skips a step without a host sync (the packages read them back every step); Prodigy "
         "keeps four fp32 values per trained weight (AdamW: two), Adafactor a row and a column per weight matrix "
@@ -129,6 +130,7 @@ class TrainingOptions:
         "Adafactor: keep a first moment with this decay (one fp32 value per trained weight); none by default, as "
         "Adafactor's own.",
         section="training",
+        resume="fixed",
         valid=Range(0, 1, high_open=True, why="a first moment's decay"),
     )
     adafactor_clip_threshold: float = opt(

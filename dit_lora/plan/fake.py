@@ -110,7 +110,9 @@ class LiveBytes(TorchDispatchMode):
     """Bytes of the storages created under this mode that are still alive (``current``, ``peak``), and FLOPs.
 
     A storage counts once however many views share it, from the operator that made it until the last
-    tensor using it is gone. Tensors made before the mode (the weights) are not counted. FLOPs use
+    tensor using it is gone. Tensors made before the mode (the weights, and the real tensors a step reads under the
+    fake mode's ``allow_non_fake_inputs``: scheduler tables, RoPE caches) are not counted, whatever operator reads
+    them first; a constant the step itself makes (``torch.tensor`` under the mode: ``lift_fresh``) is. FLOPs use
     ``torch.utils.flop_counter``'s per-operator formulas; its ``FlopCounterMode`` is not used because its
     module hooks keep activations alive under activation checkpointing, which would spoil the byte count.
     """

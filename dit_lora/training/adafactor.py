@@ -51,9 +51,9 @@ class DeviceAdafactor(torch.optim.Optimizer):
     def step(self, closure=None):
         """One Adafactor update of every parameter with a gradient, or none when ``found_inf`` is set.
 
-        A skipped step's gradients (NaN or Inf) are zeroed in place first, as 0 x NaN would not be 0; each increment
-        is then scaled by ``keep`` (1, or 0 on a skipped step) and each decay replaced by 1, so every tensor stays as
-        it was. Gradients are consumed by the step either way."""
+        A skipped step reads its gradients as zeros (NaN, Inf or overflowing squares x 0 would not be 0); each
+        increment is then scaled by ``keep`` (1, or 0 on a skipped step) and each decay replaced by 1, so every tensor
+        stays as it was. The gradients themselves are left as they are."""
         loss = closure() if closure is not None else None
         shared: dict = {}  # per device: what every parameter's update reads (made once a step)
         for group in self.param_groups:
@@ -94,8 +94,10 @@ class DeviceAdafactor(torch.optim.Optimizer):
         """``p`` updated in place (unchanged when ``keep`` is 0 and ``kept`` False: the guard skips the step) at the
         group's learning rate ``lr`` (a device tensor), transformers' arithmetic."""
         assert p.grad is not None  # only parameters with a gradient are stepped
-        p.grad.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)  # finite whenever the step is kept (the guard's flag)
         grad = p.grad.float() if p.grad.dtype in (torch.float16, torch.bfloat16) else p.grad
+        # a skipped step's gradient may be NaN, Inf or finite but squaring to Inf (unclipped): x 0 it would not be
+        # 0, so it reads as zeros; a kept step's is the run's own (NaN stays NaN without the guard, as in AdamW)
+        grad = torch.where(kept, grad, 0.0)
         state = self._state(p, grad, group)
         master = p.float() if p.dtype in (torch.float16, torch.bfloat16) else p
         step = state["step"] + keep

@@ -88,5 +88,7 @@ def test_adafactor_options_need_adafactor():
     base = ["--family", "sana", "--pretrained_model_name_or_path", "me/model", "--train_data_dir", "/data"]
     with pytest.raises(UserError, match=r"--adafactor_beta1 sets Adafactor, but the optimizer is adamw"):
         parse_config([*base, "--adafactor_beta1", "0.9"])
+    with pytest.raises(UserError, match=r"--adam_beta1, --adam_epsilon with --optimizer adafactor"):
+        parse_config([*base, "--optimizer", "adafactor", "--adam_beta1", "0.8", "--adam_epsilon", "1e-6"])
     cfg = parse_config([*base, "--optimizer", "Adafactor", "--adafactor_beta1", "0.9"])
     assert (cfg.training.optimizer, cfg.training.adafactor_beta1) == ("adafactor", 0.9)

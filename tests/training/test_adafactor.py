@@ -75,8 +75,9 @@ def test_a_skipped_step_changes_nothing_and_the_run_goes_on_as_without_it(skippe
     for step in range(3):
         if step == skipped:
             before = _snapshot(guarded, ours)
-            for p in ours:
-                p.grad = torch.full_like(p, float("nan"))
+            # NaN, Inf, and finite values whose squares overflow (an unclipped run's skipped step)
+            for p, bad in zip(ours, (float("nan"), float("inf"), 3e19)):
+                p.grad = torch.full_like(p, bad)
             guarded.found_inf = torch.ones(())
             guarded.step()
             after = _snapshot(guarded, ours)
