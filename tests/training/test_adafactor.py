@@ -7,6 +7,7 @@ import copy
 
 import pytest
 import torch
+from optimizer_state import gradients, in_lockstep, kept_step, same, snapshot
 from transformers.optimization import Adafactor
 
 from dit_lora.training.adafactor import DeviceAdafactor
@@ -17,11 +18,6 @@ def _params(seed: int = 0) -> list[torch.nn.Parameter]:
     # a LoRA's pair (lora_B starts at zero), odd sizes, and a 1-D weight (a trained norm: not factored)
     return [torch.nn.Parameter(torch.randn(4, 33, generator=g)), torch.nn.Parameter(torch.zeros(17, 4)),
             torch.nn.Parameter(torch.randn(9, generator=g))]
-
-
-def _grads(step: int, params) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(100 + step)
-    return [torch.randn(p.shape, generator=g) * (1 + step) for p in params]
 
 
 _TRANSFORMERS = {"relative_step": False, "warmup_init": False}
@@ -36,11 +32,7 @@ def test_every_step_equals_transformers(options):
     ours, theirs = _params(), _params()
     mine = DeviceAdafactor(ours, **options)
     ref = Adafactor(theirs, **{"scale_parameter": False, **options, **_TRANSFORMERS})
-    for step in range(6):
-        for p, q, grad in zip(ours, theirs, _grads(step, ours)):
-            p.grad, q.grad = grad.clone(), grad.clone()
-        mine.step()
-        ref.step()
+    for _ in in_lockstep(ours, theirs, (mine, ref), 6):
         for p, q in zip(ours, theirs):
             torch.testing.assert_close(p.detach(), q.detach(), rtol=2e-6, atol=1e-9)
         for p, q in zip(ours, theirs):
@@ -49,20 +41,6 @@ def test_every_step_equals_transformers(options):
                 assert (key in mine.state[p]) == (key in ref.state[q])
                 if key in ref.state[q]:
                     torch.testing.assert_close(mine.state[p][key], ref.state[q][key], rtol=2e-6, atol=1e-9)
-
-
-def _snapshot(opt, params):
-    return copy.deepcopy([p.detach().clone() for p in params]), copy.deepcopy(opt.state_dict())
-
-
-def _equal(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 @pytest.mark.parametrize("skipped", [0, 1])
@@ -74,26 +52,20 @@ def test_a_skipped_step_changes_nothing_and_the_run_goes_on_as_without_it(skippe
     guarded, reference = DeviceAdafactor(ours, **options), DeviceAdafactor(plain, **options)
     for step in range(3):
         if step == skipped:
-            before = _snapshot(guarded, ours)
+            before = snapshot(guarded, ours)
             # NaN, Inf, and finite values whose squares overflow (an unclipped run's skipped step)
             for p, bad in zip(ours, (float("nan"), float("inf"), 3e19)):
                 p.grad = torch.full_like(p, bad)
             guarded.found_inf = torch.ones(())
             guarded.step()
-            after = _snapshot(guarded, ours)
-            assert _equal(after[0], before[0])
+            after = snapshot(guarded, ours)
+            assert same(after[0], before[0])
             kept = after[1]["state"]
-            assert all(s["step"].item() == 0 or _equal(s, before[1]["state"][i]) for i, s in kept.items())
-        for p, grad in zip(plain, _grads(step, plain)):
-            p.grad = grad
-        reference.step()
-        for p, grad in zip(ours, _grads(step, ours)):
-            p.grad = grad
-        guarded.found_inf = torch.zeros(())
-        guarded.step()
+            assert all(s["step"].item() == 0 or same(s, before[1]["state"][i]) for i, s in kept.items())
+        kept_step(step, guarded, ours, reference, plain)
     for p, q in zip(ours, plain):
         assert torch.equal(p, q)
-    assert _equal(guarded.state_dict()["state"], reference.state_dict()["state"])
+    assert same(guarded.state_dict()["state"], reference.state_dict()["state"])
 
 
 def test_its_state_round_trips_through_a_state_dict():
@@ -102,7 +74,7 @@ def test_its_state_round_trips_through_a_state_dict():
     ours, other = _params(), _params()
     first = DeviceAdafactor(ours, **options)
     for step in range(2):
-        for p, grad in zip(ours, _grads(step, ours)):
+        for p, grad in zip(ours, gradients(step, ours)):
             p.grad = grad
         first.step()
     with torch.no_grad():
@@ -111,7 +83,7 @@ def test_its_state_round_trips_through_a_state_dict():
     second = DeviceAdafactor(other, **options)
     second.load_state_dict(copy.deepcopy(first.state_dict()))
     for opt, params in ((first, ours), (second, other)):
-        for p, grad in zip(params, _grads(5, params)):
+        for p, grad in zip(params, gradients(5, params)):
             p.grad = grad
         opt.step()
     for p, q in zip(ours, other):
@@ -125,7 +97,7 @@ def test_the_plan_counts_the_state_it_keeps(beta1):
 
     params = _params()
     opt = DeviceAdafactor(params, lr=1e-3, beta1=beta1)
-    for p, grad in zip(params, _grads(0, params)):
+    for p, grad in zip(params, gradients(0, params)):
         p.grad = grad
     opt.step()
     kept = sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values())

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 import torch
+from optimizer_state import gradients, in_lockstep, kept_step, same, snapshot
 
 from dit_lora.training.prodigy import DeviceProdigy
 
@@ -18,11 +19,6 @@ def _params(seed: int = 0) -> list[torch.nn.Parameter]:
     return [torch.nn.Parameter(torch.randn(4, 33, generator=g)), torch.nn.Parameter(torch.zeros(17, 4))]
 
 
-def _grads(step: int, params) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(100 + step)
-    return [torch.randn(p.shape, generator=g) * (1 + step) for p in params]
-
-
 @pytest.mark.parametrize("options", [
     {},
     {"use_bias_correction": True, "safeguard_warmup": True, "weight_decay": 0.01},
@@ -32,11 +28,7 @@ def _grads(step: int, params) -> list[torch.Tensor]:
 def test_every_step_equals_prodigyopts(options):
     ours, theirs = _params(), _params()
     mine, ref = DeviceProdigy(ours, **options), prodigyopt.Prodigy(theirs, **options)
-    for step in range(6):
-        for p, q, grad in zip(ours, theirs, _grads(step, ours)):
-            p.grad, q.grad = grad.clone(), grad.clone()
-        mine.step()
-        ref.step()
+    for _ in in_lockstep(ours, theirs, (mine, ref), 6):
         for p, q in zip(ours, theirs):
             torch.testing.assert_close(p.detach(), q.detach(), rtol=2e-6, atol=1e-9)
         group, reference = mine.param_groups[0], ref.param_groups[0]
@@ -45,38 +37,18 @@ def test_every_step_equals_prodigyopts(options):
         assert group["k"].item() == reference["k"]
 
 
-def _snapshot(opt, params):
-    return copy.deepcopy([p.detach().clone() for p in params]), copy.deepcopy(opt.state_dict())
-
-
-def _equal(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
-    return a == b
-
-
 def test_a_skipped_step_changes_no_parameter_moment_estimate_or_count_and_the_run_goes_on_as_without_it():
     ours, plain = _params(), _params()
     guarded, reference = DeviceProdigy(ours), DeviceProdigy(plain)
     for step in range(3):  # the same updates, and a skipped one with a NaN gradient in the middle of them
-        for p, grad in zip(plain, _grads(step, plain)):
-            p.grad = grad
-        reference.step()
-        for p, grad in zip(ours, _grads(step, ours)):
-            p.grad = grad
-        guarded.found_inf = torch.zeros(())
-        guarded.step()
+        kept_step(step, guarded, ours, reference, plain)
         if step == 1:
-            before = _snapshot(guarded, ours)
+            before = snapshot(guarded, ours)
             for p in ours:
                 p.grad = torch.full_like(p, float("nan"))
             guarded.found_inf = torch.ones(())
             guarded.step()
-            assert _equal(_snapshot(guarded, ours), before)
+            assert same(snapshot(guarded, ours), before)
     for p, q in zip(ours, plain):
         assert torch.equal(p.detach(), q.detach())
 
@@ -106,13 +78,13 @@ def test_the_state_resumes_bitwise_and_the_step_reads_nothing_back():
     params = _params()
     opt = DeviceProdigy(params, use_bias_correction=True)
     for step in range(2):
-        for p, grad in zip(params, _grads(step, params)):
+        for p, grad in zip(params, gradients(step, params)):
             p.grad = grad
         opt.step()
     copies = [torch.nn.Parameter(p.detach().clone()) for p in params]
     resumed = DeviceProdigy(copies, use_bias_correction=True)
     resumed.load_state_dict(copy.deepcopy(opt.state_dict()))
-    for p, q, grad in zip(params, copies, _grads(5, params)):
+    for p, q, grad in zip(params, copies, gradients(5, params)):
         p.grad, q.grad = grad.clone(), grad.clone()
     with SyncAudit(torch.device("cpu"), enabled=True).step():  # a host read in the step raises (as a GPU would sync)
         opt.step()
@@ -125,7 +97,7 @@ def test_groups_step_with_their_own_learning_rates():
     a, b = _params(1), _params(1)
     opt = DeviceProdigy([{"params": a[:1], "lr": 1.0}, {"params": a[1:], "lr": 0.25}])
     one = DeviceProdigy([{"params": b[:1], "lr": 1.0}, {"params": b[1:], "lr": 1.0}])
-    for p, q, grad in zip(a, b, _grads(0, a)):
+    for p, q, grad in zip(a, b, gradients(0, a)):
         p.grad, q.grad = grad.clone(), grad.clone()
     opt.step()
     one.step()
