@@ -102,3 +102,18 @@ def test_the_plan_counts_the_state_it_keeps(beta1):
     opt.step()
     kept = sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values())
     assert adafactor_state_bytes([tuple(p.shape) for p in params], first_moment=beta1) == kept
+
+
+def test_groups_step_with_their_own_learning_rates():
+    """LoRA+ and a trained backbone give groups their own rates (the guard writes each as a device tensor): each
+    group steps as transformers' would with that group's rate."""
+    ours, theirs = _params(), _params()
+    rates = (3e-2, 1e-3)
+    mine = DeviceAdafactor([{"params": ours[:2], "lr": rates[0]}, {"params": ours[2:], "lr": rates[1]}], lr=1.0)
+    for group, rate in zip(mine.param_groups, rates):
+        group["lr"] = torch.tensor(rate)  # as the guard sets it
+    ref = Adafactor([{"params": theirs[:2], "lr": rates[0]}, {"params": theirs[2:], "lr": rates[1]}], lr=1.0,
+                    scale_parameter=False, **_TRANSFORMERS)
+    for _ in in_lockstep(ours, theirs, (mine, ref), 3):
+        for p, q in zip(ours, theirs):
+            torch.testing.assert_close(p.detach(), q.detach(), rtol=2e-6, atol=1e-9)
