@@ -553,14 +553,16 @@ RESERVED_NAMES = ("pytorch_lora_weights", "adapter_model", "dit_lora_backbone")
 
 def _check_optimizer(cfg: TrainConfig) -> None:
     """--optimizer prodigy or adafactor takes neither bitsandbytes' 8-bit AdamW nor fp16's gradient scaler (which
-    steps an optimizer by reading its inf check on the host); the --adafactor_* options need Adafactor."""
+    steps an optimizer by reading its inf check on the host); the --prodigy_* and --adafactor_* options need their
+    optimizer (never accepted and then ignored)."""
     name = cfg.training.optimizer
-    if name != "adafactor":
-        given = [f"--{o}" for o in ADAFACTOR_OPTIONS if cfg.is_set(o)]
-        if given:
+    for owner, options in OPTIMIZER_OPTIONS.items():
+        given = [f"--{o}" for o in options if cfg.is_set(o)]
+        if owner != name and given:
             raise UserError(
-                f"{', '.join(given)} set{'s' if len(given) == 1 else ''} Adafactor, but the optimizer is {name}. Add "
-                "--optimizer adafactor, or drop the option."
+                f"{', '.join(given)} set{'s' if len(given) == 1 else ''} {owner.title()}, but the optimizer is "
+                f"{name}, which never reads {'it' if len(given) == 1 else 'them'}. Add --optimizer {owner}, or drop "
+                f"{'the option' if len(given) == 1 else 'them'}."
             )
     if name == "adamw":
         return
@@ -584,8 +586,11 @@ def _check_optimizer(cfg: TrainConfig) -> None:
         )
 
 
-#: the options only --optimizer adafactor reads
-ADAFACTOR_OPTIONS = ("adafactor_scale_parameter", "adafactor_beta1", "adafactor_clip_threshold", "adafactor_decay_rate")
+#: the options only one --optimizer reads
+OPTIMIZER_OPTIONS = {
+    "prodigy": ("prodigy_beta3", "prodigy_decouple", "prodigy_use_bias_correction", "prodigy_safeguard_warmup"),
+    "adafactor": ("adafactor_scale_parameter", "adafactor_beta1", "adafactor_clip_threshold", "adafactor_decay_rate"),
+}
 
 
 def check_output_name(name: str | None) -> None:

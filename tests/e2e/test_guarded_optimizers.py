@@ -81,13 +81,16 @@ def test_the_optimizer_refuses_what_it_cannot_keep_its_promise_with(name):
     assert parse_config(base).training.optimizer == name
 
 
-def test_adafactor_options_need_adafactor():
+def test_an_optimizers_own_options_need_that_optimizer():
     from dit_lora.config import parse_config
     from dit_lora.core.errors import UserError
 
     base = ["--family", "sana", "--pretrained_model_name_or_path", "me/model", "--train_data_dir", "/data"]
     with pytest.raises(UserError, match=r"--adafactor_beta1 sets Adafactor, but the optimizer is adamw"):
         parse_config([*base, "--adafactor_beta1", "0.9"])
+    with pytest.raises(UserError, match=r"--prodigy_beta3, --prodigy_decouple set Prodigy, but the optimizer is "
+                                        r"adafactor, which never reads them"):
+        parse_config([*base, "--optimizer", "adafactor", "--prodigy_beta3", "0.9", "--prodigy_decouple", "false"])
     with pytest.raises(UserError, match=r"--adam_beta1, --adam_epsilon with --optimizer adafactor"):
         parse_config([*base, "--optimizer", "adafactor", "--adam_beta1", "0.8", "--adam_epsilon", "1e-6"])
     cfg = parse_config([*base, "--optimizer", "Adafactor", "--adafactor_beta1", "0.9"])

@@ -66,6 +66,14 @@ def test_options_fsdp2_does_not_combine_with_are_refused_in_one_paragraph():
         assert flag in text
 
 
+
+@pytest.mark.parametrize("name", ["prodigy", "adafactor"])
+def test_the_device_side_optimizers_are_refused_under_fsdp2(name):
+    """Prodigy's estimate and Adafactor's factored moments reduce over whole tensors: not verified on shards."""
+    with pytest.raises(UserError, match=f"--optimizer {name} .*use adamw"):
+        fsdp2.check_options(_cfg(optimizer=name))
+
+
 def test_accelerate_builds_no_fsdp_state_of_its_own(monkeypatch):
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
     with fsdp2.accelerate_sees_no_fsdp():
