@@ -284,6 +284,7 @@ def _check_data(args: argparse.Namespace) -> int:
     # here, not at the top: `dit-lora --help` must start without torch (the resolve step loads it)
     from dit_lora.contract import spec as fallback
     from dit_lora.data.cache import cache_namespace
+    from dit_lora.data.data_sets import sets_media
     from dit_lora.setup.resolve import resolve
 
     # With a model: the size and cache namespace the run would use (e.g. DiT's 256 px). The data only is screened:
@@ -291,7 +292,7 @@ def _check_data(args: argparse.Namespace) -> int:
     check_model(cfg)  # a --family of another model than the folder's: one paragraph, as `train` says it
     resolved = resolve(cfg, build_demo=False, validate=False)
     cfg, spec = resolved.config, resolved.spec
-    media = spec.data.data_handler(cfg, spec)
+    media = sets_media(cfg, spec) or spec.data.data_handler(cfg, spec)
     # The family's own screening, as training runs it (images, clips to their buckets, video-QA conversations).
     rows, samples, note = media.check(media.list_samples(), log=lambda line: print(line, flush=True))
     for line in fallback.sample_notes(spec, cfg, samples):  # what the family says of them (LTX-2: clips without sound)
@@ -308,7 +309,7 @@ def _check_data(args: argparse.Namespace) -> int:
             root = Path(cfg.data.cache_dir) if cfg.data.cache_dir else default_cache_root()
             # A run would fail writing this cache: say so now, not after the model loads.
             check_writable(root, "--cache_dir", "" if cfg.data.cache_dir else " (It is the default cache folder.)")
-            cache_rows, note = preflight.check_cache(samples, root, namespace=namespace)
+            cache_rows, note = _check_cache(media, samples, root, namespace)
             rows += cache_rows
 
     table = preflight.format_table(rows, show_ok=args.all)
@@ -323,6 +324,24 @@ def _check_data(args: argparse.Namespace) -> int:
         print("fix or remove the BLOCK rows (training skips those samples and lists them in quarantine.json).")
         return 1
     return 0
+
+
+def _check_cache(media, samples: list, root: Path, namespace: str | None) -> tuple[list, str]:
+    """check-data's cache rows and note: each data set of a dataset config in its own namespace (when the model is
+    known), else every sample in ``namespace`` (None: every namespace under ``root``)."""
+    from dit_lora.data import preflight
+    from dit_lora.data.data_sets import SetsMedia
+
+    if not isinstance(media, SetsMedia) or namespace is None:
+        return preflight.check_cache(samples, root, namespace=namespace)
+    rows, notes = [], []
+    for k, own in enumerate(media.namespaces()):
+        part = [s for s in samples if s.data_set == k]
+        if part:
+            found, note = preflight.check_cache(part, root, namespace=own)
+            rows += found
+            notes.append(f"`{media.sets[k].name}`: {note}")
+    return rows, "\n".join(notes)
 
 
 def _plan(args: argparse.Namespace, rest: list[str]) -> int:

@@ -147,6 +147,16 @@ class DataOptions:
     dataset_config_name: str | None = opt(
         None, "Config name passed to `datasets.load_dataset`.", section="data", resume="free"
     )
+    dataset_config: str | None = opt(
+        None,
+        "A YAML or TOML file listing several data sets in one run (`datasets:`, a `[[datasets]]` table each in "
+        "TOML, optional `general:` defaults): each set takes the data options under their own names "
+        "(`train_data_dir` or `dataset_name`, `resolution`, `caption_extension`, `instance_prompt`, frame options) "
+        "and `repeats`, `weight` (the probability a batch comes from it) and `loss_weight`. A `datasets:` list in "
+        "the --config YAML does the same. Replaces --train_data_dir/--dataset_name.",
+        section="data",
+        resume="free",
+    )
     image_column: str = opt(
         "image", "Dataset column holding the images.", section="data", resume="free", applies=IMAGE_FAMILIES
     )

@@ -7,6 +7,7 @@ option; values are coerced to the field's type and checked before any model is l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
@@ -22,6 +23,7 @@ from dit_lora.config import families, owners
 from dit_lora.config.adapter_types import check_type_options
 from dit_lora.config.applies import check_applies
 from dit_lora.config.data_kind import video_llm_data_message
+from dit_lora.config.dataset_config import DATASETS_KEY, check_standalone, read_data_sets
 from dit_lora.config.lycoris_args import network_args_values
 from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
@@ -83,6 +85,14 @@ def _read_yaml(path: str | Path) -> dict[str, Any]:
         raise UserError(f"The config file `{path}` must be a mapping of option: value, not {type(data).__name__}.")
     if _is_ai_toolkit(data):
         raise UserError(ai_toolkit_message(path))
+    if DATASETS_KEY in data:  # the sets listed in the run config itself: read as --dataset_config of this file
+        if data.get("dataset_config"):
+            raise UserError(
+                f"The config file `{path}` has both a `datasets:` list and `dataset_config: "
+                f"{data['dataset_config']}`; both name the run's data sets. Keep one of them."
+            )
+        # `general:` beside it is the sets' defaults, read with them (the run's own options are defaults too)
+        data = {**{k: v for k, v in data.items() if k not in (DATASETS_KEY, "general")}, "dataset_config": str(path)}
     return data
 
 
@@ -280,6 +290,8 @@ def parse_config(
     cfg: TrainConfig = TrainConfig(**common, family_options=owners.options_class(family)(**own), explicit=explicit)
     check_applies(cfg, lambda name: _given(name, argv, yaml_path), chosen_by)
     check_type_options(cfg, lambda name: _given(name, argv, yaml_path))
+    if cfg.data.dataset_config and (not yaml_path or Path(cfg.data.dataset_config) != Path(yaml_path)):
+        check_standalone(cfg.data.dataset_config)
     validate_static(cfg, needs_data=needs_data)
     return cfg
 
@@ -470,6 +482,40 @@ def _refuse_unknown(unknown: list[str], yaml_path: str | None, data: dict | None
             raise UserError(unknown_options_message(keys, sorted(known - {"config"}), f"in {yaml_path}", yaml_words))
 
 
+def _check_dataset_config(cfg: TrainConfig) -> None:
+    """A dataset config's sets read (every key and value checked), each set's options judged for the family as
+    its flags would be, and no run-level data source beside them."""
+    path = cfg.data.dataset_config
+    assert path
+    beside = [f"--{n}" for n in ("train_data_dir", "dataset_name") if getattr(cfg.data, n)]
+    if beside:
+        raise UserError(
+            f"{' and '.join(beside)} and the dataset config `{path}` both name the training data; each set of the "
+            "dataset config names its own folder or dataset. Move it into the dataset config as a set "
+            f"(`train_data_dir: {getattr(cfg.data, beside[0][2:])}`), or drop --dataset_config / `datasets:`."
+        )
+    capabilities = families.source().capabilities(cfg.model.family)
+    if "VideoQA" in capabilities:
+        raise UserError(
+            f"`{cfg.model.family}` is a video LLM, which reads one annotation file of conversations; a dataset config "
+            f"(`{path}`) lists data sets for the diffusion families. Give the annotation folder as --train_data_dir."
+        )
+    for i, data_set in enumerate(read_data_sets(path, video="VideoFrames" in capabilities), 1):
+        explicit = frozenset(data_set.options)
+        probe = dataclasses.replace(cfg, **data_set.options, explicit=explicit)
+        where = f"data set {i} of {path}"
+        check_applies(probe, lambda name: f"`{name}` in {where}")  # noqa: B023 (called before the next set)
+        if probe.video.frame_buckets:
+            clash = [n for n in ("max_num_frames", "height", "width") if getattr(probe.video, n) is not None]
+            if clash:
+                raise UserError(
+                    f"`frame_buckets: {probe.video.frame_buckets}` of data set {i} (`{data_set.name}`) of {path} sets "
+                    f"every clip's frames and size, so {', '.join(f'`{n}`' for n in clash)} (given to the set, in "
+                    "`general`, or to the run) would be ignored for it. Give every set its own sizes, or drop "
+                    f"{', '.join(f'`{n}`' for n in clash)} from the run's options."
+                )
+
+
 def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:
     """Checks that need no model or data: ranges and combinations of options, and optional packages (not for
     ``dit-lora plan``, ``needs_data=False``: it plans a run on a GPU it need not be on, with no package imported:
@@ -527,7 +573,9 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
             "No model given: set --pretrained_model_name_or_path to a Hub id (e.g. "
             "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers) or a local diffusers folder."
         )
-    if not cfg.model.demo and needs_data:
+    if cfg.data.dataset_config:
+        _check_dataset_config(cfg)
+    elif not cfg.model.demo and needs_data:
         check_one_source(cfg.data.train_data_dir, cfg.data.dataset_name, "images or videos with captions")
     if cfg.data.validation_split is not None and cfg.data.validation_data_dir:
         raise UserError(

@@ -8,7 +8,7 @@ resumed from a checkpoint sees exactly the batches an uninterrupted run would.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,12 @@ class EpochBatches:
     are shuffled together and rank ``r`` takes ``[r::world_size]`` of each, so all ranks work on
     the same group at every step. Without groups (or with a single one) the order is the plain
     rank-strided permutation, unchanged.
+
+    ``sets`` and ``set_weights`` (a dataset config's: each sample's set, and the probability that a batch comes from
+    each set) draw the epoch's global batches by weight instead: the epoch keeps its number of batches, each drawn
+    from a set chosen with its probability, a set's batches taken in a shuffled order that starts again, newly
+    shuffled, when it runs out. The groups must not mix sets (:class:`~dit_lora.data.data_sets.SetsMedia`'s do not).
+    Every draw comes from the epoch's generator, so the order stays a pure function of (seed, epoch).
     """
 
     def __init__(
@@ -51,6 +57,9 @@ class EpochBatches:
         random_flip: bool,
         groups: list[int] | None = None,
         caption_dropout: float = 0.0,
+        sets: Sequence[int] | None = None,
+        set_weights: Sequence[float] | None = None,
+        set_names: Sequence[str] | None = None,
     ):
         if groups is not None and len(groups) != num_samples:
             raise ValueError(f"groups has {len(groups)} entries for {num_samples} samples")
@@ -60,6 +69,10 @@ class EpochBatches:
         # One group is no grouping: keep the plain order (and its resume behaviour) bit for bit.
         self.groups = list(groups) if groups is not None and len(set(groups)) > 1 else None
         self.per_rank = num_samples // world_size
+        self.sets: list[int] | None = list(sets) if sets and set_weights else None
+        self.set_weights: list[float] | None = list(set_weights) if sets and set_weights else None
+        if self.sets is not None and self.groups is None and len(set(self.sets)) > 1:
+            raise ValueError("weighted sets need groups that keep them apart")
         if self.groups is None:
             if self.per_rank == 0:
                 raise UserError(
@@ -80,6 +93,26 @@ class EpochBatches:
                 "never mixes buckets, so every process needs at least one sample of the same bucket. Add data, "
                 "use fewer buckets (--frame_buckets; for images --aspect_buckets square) or launch fewer processes "
                 "(dit-lora launch --num_processes)."
+            )
+        if self.sets is not None:
+            self._check_sets(span, list(set_names or []))
+
+    def _check_sets(self, span: int, names: list[str]) -> None:
+        """Every set with a weight holds at least one batch (a set with none could never be drawn)."""
+        assert self.sets is not None and self.set_weights is not None
+        batches, samples = [0] * len(self.set_weights), [0] * len(self.set_weights)
+        for members in self._members:
+            samples[self.sets[members[0]]] += len(members)
+            batches[self.sets[members[0]]] += len(members) // span + (len(members) % span >= self.world_size)
+        empty = [k for k, n in enumerate(batches) if n == 0 and self.set_weights[k] > 0]
+        if empty:
+            named = ", ".join(f"`{names[k]}`" if k < len(names) else f"{k + 1}" for k in empty)
+            counts = ", ".join(str(samples[k]) for k in empty)
+            raise UserError(
+                f"Data set(s) {named} of the dataset config have a weight but give no batch: their usable samples "
+                f"({counts}) fill no bucket with one sample for each of the {self.world_size} process(es), and a "
+                "batch never mixes sets or buckets. Add data to them, use fewer buckets, launch fewer processes, or "
+                "remove the set."
             )
 
     @property
@@ -135,8 +168,27 @@ class EpochBatches:
                 batch = shuffled[b : b + span]
                 if len(batch) >= self.world_size:
                     global_batches.append(batch)
-        order = torch.randperm(len(global_batches), generator=gen).tolist()
+        if self.set_weights is not None:
+            order = self._weighted(global_batches, gen)
+        else:
+            order = torch.randperm(len(global_batches), generator=gen).tolist()
         return [global_batches[g][self.rank :: self.world_size] for g in order]
+
+    def _weighted(self, global_batches: list[list[int]], gen: torch.Generator) -> list[int]:
+        """As many global batches as the epoch holds, each from a set drawn by its weight (see the class)."""
+        assert self.sets is not None and self.set_weights is not None
+        of_set: list[list[int]] = [[] for _ in self.set_weights]
+        for g, batch in enumerate(global_batches):
+            of_set[self.sets[batch[0]]].append(g)
+        weights = torch.tensor(self.set_weights, dtype=torch.float64)
+        drawn = torch.multinomial(weights, len(global_batches), replacement=True, generator=gen).tolist()
+        queues: list[list[int]] = [[] for _ in of_set]
+        order = []
+        for k in drawn:
+            if not queues[k]:  # a set's batches, shuffled anew each time they run out
+                queues[k] = [of_set[k][j] for j in torch.randperm(len(of_set[k]), generator=gen).tolist()]
+            order.append(queues[k].pop())
+        return order
 
 
 class _ListSampler:

@@ -47,6 +47,7 @@ from dit_lora.data.captions import (
     token_counter_for_model,
     token_counter_from_components,
 )
+from dit_lora.data.data_sets import SetMix, SetsMedia, sets_media
 from dit_lora.data.decode import pixel_budget
 from dit_lora.data.kohya import copy_of
 from dit_lora.data.sources import RawSample, load_samples
@@ -79,6 +80,9 @@ class PreparedData:
     quarantine: list[dict[str, Any]] = field(default_factory=list)
     groups: list[int] | None = None
     held_out: PreparedData | None = None
+    #: the data sets of a dataset config (``--dataset_config``: each sample's set, batch probabilities, loss
+    #: factors), or None for one data set
+    sets: SetMix | None = None
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -128,6 +132,8 @@ class ImageMedia:
     noun = "image"
     cacheable = True
     collate = staticmethod(batch_lib.collate)
+    #: trains from a dataset config (:mod:`.data_sets`): it reads nothing of the data beyond each set's samples
+    data_sets = True
 
     def __init__(self, cfg: TrainConfig, spec: FamilySpec) -> None:
         self.cfg, self.spec = cfg, spec
@@ -345,9 +351,14 @@ class ImageMedia:
 
 def check_image_buckets(spec: FamilySpec, cfg: TrainConfig) -> None:
     """A bad ``--aspect_buckets`` ends an image family's run before anything loads, in one paragraph (a family
-    without ``image_buckets``, e.g. a video one, ignores the flag)."""
-    if spec.image_buckets is not None:
-        aspect.run_buckets(cfg.data.aspect_buckets, cfg.data.resolution, fallback.bucket_stride(spec, cfg)[0])
+    without ``image_buckets``, e.g. a video one, ignores the flag); so does a dataset config the family cannot
+    train, or a set's own bad ``aspect_buckets``."""
+    media = sets_media(cfg, spec)  # reads the dataset config and refuses a family that cannot train sets
+    for config in media.configs if media is not None else [cfg]:
+        if spec.image_buckets is not None:
+            aspect.run_buckets(
+                config.data.aspect_buckets, config.data.resolution, fallback.bucket_stride(spec, config)[0]
+            )
 
 
 def report_captions(samples: list, cfg: TrainConfig, spec: FamilySpec, log: Callable[[str], Any]) -> dict[str, int]:
@@ -466,6 +477,8 @@ def _sample_encoder(encoders, comps) -> Callable[[list], dict[str, torch.Tensor]
 
 def _source(cfg: TrainConfig) -> str:
     """The run's data source, as a paragraph names it (``--train_data_dir `data```)."""
+    if cfg.data.dataset_config:
+        return f"--dataset_config `{cfg.data.dataset_config}`"
     return (
         f"--train_data_dir `{cfg.data.train_data_dir}`"
         if cfg.data.train_data_dir
@@ -546,9 +559,12 @@ def _without_refused_captions(samples: list, held: list, left_out: _LeftOut, com
 def _checked_cache_files(cfg: TrainConfig, media, comps, samples: list, training: int, accelerator, log):
     """Stage 3a: each sample's cache file, its bad existing entries deleted; returns (cache folder, files,
     ``{index: problem}`` of the bad entries, indices still to encode). Indices >= ``training`` are held out."""
-    namespace = cache_namespace(media.namespace_identity(comps))
     root = cache_root_for(cfg.data)
-    files = cache_files(root, namespace, samples)
+    if isinstance(media, SetsMedia):  # each set's entries in its own namespace
+        folder, files = media.cache_files(root, comps, samples)
+    else:
+        folder = root / cache_namespace(media.namespace_identity(comps))
+        files = cache_files(root, folder.name, samples)
     shared = held_out.shared_line(files[:training], files[training:], samples[training:])
     if shared:
         log(shared)
@@ -557,10 +573,11 @@ def _checked_cache_files(cfg: TrainConfig, media, comps, samples: list, training
     present_set = set(present) - set(invalid)
     missing = [i for i in range(len(files)) if i not in present_set]
     log(
-        f"latent cache {root / namespace}: {len(present_set)}/{len(files)} samples already cached"
+        f"latent cache {folder}{' (and the other sets beside it)' if isinstance(media, SetsMedia) else ''}: "
+        f"{len(present_set)}/{len(files)} samples already cached"
         + (f", {len(invalid)} bad cache entr{'y' if len(invalid) == 1 else 'ies'} to recompute" if invalid else "")
     )
-    return root / namespace, files, invalid, missing
+    return folder, files, invalid, missing
 
 
 def _encode_missing(
@@ -648,6 +665,7 @@ def _cached_data(cfg: TrainConfig, spec, media, comps, samples: list, held: list
         left_out.entries,
         groups=media.groups(kept, world_size=accelerator.num_processes, log=log),
         held_out=held_data if held_keep else None,
+        sets=media.mix(kept) if isinstance(media, SetsMedia) else None,
     )
 
 
@@ -669,7 +687,7 @@ def prepare_data(cfg: TrainConfig, spec: FamilySpec, comps, accelerator, media=N
     """
     log = lambda m: _log(accelerator, m)  # noqa: E731
     # a family may hand in its own, bound to comps
-    media = media if media is not None else spec.data.data_handler(cfg, spec)
+    media = media if media is not None else sets_media(cfg, spec) or spec.data.data_handler(cfg, spec)
     samples, held, left_out = _screened_samples(cfg, media, accelerator, log)
     samples, held = _without_refused_captions(samples, held, left_out, comps, cfg, accelerator, log)
     if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
@@ -690,4 +708,5 @@ def prepare_data(cfg: TrainConfig, spec: FamilySpec, comps, accelerator, media=N
         left_out.entries,
         groups=media.groups(samples, world_size=world, log=log),
         held_out=PreparedData(media.raw_dataset(held), media.collate, held, False) if held else None,
+        sets=media.mix(samples) if isinstance(media, SetsMedia) else None,
     )

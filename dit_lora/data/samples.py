@@ -77,6 +77,8 @@ class RawSample:
     mask: str | None = None
     #: the dataset column holding its mask (``--mask_column`` of ``--dataset_name``), read at ``_row``
     _masks: DatasetImages | None = field(default=None, repr=False, compare=False)
+    #: which set of a dataset config (``--dataset_config``, :mod:`dit_lora.data.data_sets`) it belongs to: 0 without one
+    data_set: int = 0
 
     @property
     def has_mask(self) -> bool:

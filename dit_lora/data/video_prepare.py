@@ -372,6 +372,8 @@ class VideoMedia:
     cacheable = True
     encode_batch_size = 1  # one clip per VAE call: memory, not throughput, limits video encoding
     collate = staticmethod(collate)
+    #: trains from a dataset config (:mod:`.data_sets`): it reads nothing of the data beyond each set's samples
+    data_sets = True
 
     def __init__(self, cfg: TrainConfig, spec: FamilySpec, cache_root: Path) -> None:
         # Clips need a family that encodes them (encoders), buckets them (video_frames) and says about captions.

@@ -71,6 +71,8 @@ class VideoSample:
     #: the files of the clips it is conditioned on besides its caption (an in-context model's reference clip, named by
     #: a metadata column the family reads), absolute paths inside the data folder; hashed into :meth:`content_id`
     conditions: tuple[str, ...] = ()
+    #: which set of a dataset config (``--dataset_config``, :mod:`dit_lora.data.data_sets`) it belongs to: 0 without one
+    data_set: int = 0
 
     def content_id(self) -> str:
         """sha256 hex digest of the clip's file bytes plus the caption (plus the bytes of each of its

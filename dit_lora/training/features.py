@@ -49,6 +49,9 @@ class StepContext:
     first: bool  # the first micro-batch of an update
     batch: dict
     checking: bool = False  # a sampled kernel-check step: it runs eagerly
+    #: the factor of this micro-batch's loss in the backward (a data set's loss weight); the logged loss and the
+    #: guard's statistics take the loss unscaled
+    loss_factor: float = 1.0
     shape: Any = None  # what a static compiled graph is specialised on (--compile)
 
 
@@ -59,6 +62,8 @@ class Feature:
     stage: ClassVar[str] = "model"
     #: its entry in every checkpoint's trainer state (None: it keeps nothing there)
     key: ClassVar[str | None] = None
+    #: a checkpoint may lack its entry (one written before the feature existed): it then keeps its start state
+    state_optional: ClassVar[bool] = False
 
     def install(self, run) -> None:
         """Put the lever on the run's model (at its ``stage`` of setup)."""
@@ -174,13 +179,15 @@ class Features:
         return self._nested("outside_step")
 
     def state_dict(self) -> dict[str, Any]:
-        """Every keyed feature's state, by key (merged into a checkpoint's trainer state)."""
-        return {f.key: f.state_dict() for f in self.items if f.key is not None}
+        """Every keyed feature's state, by key (merged into a checkpoint's trainer state); a feature whose state is
+        optional and empty (nothing to keep in this run) writes no entry, so the format stays as it was."""
+        states = {f.key: (f, f.state_dict()) for f in self.items if f.key is not None}
+        return {key: state for key, (f, state) in states.items() if state or not f.state_optional}
 
     def load_state_dict(self, saved: dict[str, Any]) -> None:
         """Give every keyed feature its entry of a checkpoint's trainer state ``saved``."""
         for feature in self.items:
-            if feature.key is not None:
+            if feature.key is not None and (feature.key in saved or not feature.state_optional):
                 feature.load_state_dict(saved[feature.key])
 
     def file_writer(self) -> Callable[[Path], None] | None:

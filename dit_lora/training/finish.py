@@ -321,6 +321,8 @@ def _summary(
         "rollback_events": guard.rollbacks,
         "nonfinite_report": str(report_file) if report_file.exists() else None,
         "quarantine": run.data.quarantine,
+        # a dataset config's sets: name, training samples, batch probability, loss factor (None: one data set)
+        "data_sets": levers.data_sets_summary(run),
         "kernels": runtime.summary(kernel_counts(model)) if runtime else None,
         "compile": levers.compile_summary(run.features),
         "num_processes": accelerator.num_processes,

@@ -203,9 +203,39 @@ class EMA(Feature):
             self.ema.write(folder)
 
 
+class DataSets(Feature):
+    """A dataset config's sets (:class:`~dit_lora.data.data_sets.SetMix`): a batch holds one set's samples, so its
+    loss enters the backward times that set's ``loss_weight`` (``StepContext.loss_factor``: the logged loss and the
+    guard's spike statistics stay unweighted), read on the host from the loader's sample indices before the batch
+    moves (no device read); sets all weighing 1 (or one data set) multiply nothing. It counts the micro-batches each
+    set gave (every checkpoint keeps the counts, so a resumed run's equal an uninterrupted one's; the summary's
+    ``data_sets`` lists them)."""
+
+    key: ClassVar[str | None] = "data_sets"
+    state_optional: ClassVar[bool] = True  # a checkpoint written before dataset configs has none
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def before_step(self, run, ctx: StepContext) -> None:
+        sets = run.data.sets
+        if sets is None:
+            return
+        k = sets.of_sample[int(ctx.batch["sample_index"][0])]
+        self.batches += [0] * (len(sets.names) - len(self.batches))
+        self.batches[k] += 1
+        ctx.loss_factor = sets.loss_weights[k]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"batches": list(self.batches)} if self.batches else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.batches = list(state.get("batches", []))
+
+
 def for_run(hooks: Hooks) -> Features:
     """Every lever of a run, in the order setup installs them and the step calls them."""
-    return Features([Drills(hooks), KernelChecks(), Compile(), BlockSwap(), ActivationOffload(), EMA()])
+    return Features([Drills(hooks), DataSets(), KernelChecks(), Compile(), BlockSwap(), ActivationOffload(), EMA()])
 
 
 def kernel_switches(kernels: KernelOptions) -> dict[str, Any]:
@@ -235,6 +265,14 @@ def ema_of(features: Features) -> ema_lib.TrainableEMA | None:
     return feature.ema if feature is not None else None
 
 
+def data_sets_summary(run) -> list[dict[str, Any]] | None:
+    """train_summary.json's ``data_sets`` (None: one data set)."""
+    feature = run.features.find(DataSets)
+    if run.data.sets is None or feature is None:
+        return None
+    return run.data.sets.summary(feature.batches)
+
+
 def compile_summary(features: Features) -> dict[str, Any] | None:
     """train_summary.json's ``compile``."""
     feature = features.find(Compile)
@@ -246,9 +284,11 @@ __all__ = [
     "ActivationOffload",
     "BlockSwap",
     "Compile",
+    "DataSets",
     "Drills",
     "KernelChecks",
     "compile_summary",
+    "data_sets_summary",
     "describe_kernels",
     "ema_of",
     "for_run",

@@ -481,6 +481,9 @@ def _build_optimizer(run: Run) -> tuple[torch.nn.Module, Any, Schedule, StepGuar
         random_flip=cfg.data.random_flip,
         groups=run.data.groups,
         caption_dropout=cfg.data.caption_dropout_probability,
+        sets=run.data.sets.of_sample if run.data.sets is not None else None,
+        set_weights=run.data.sets.weights if run.data.sets is not None else None,
+        set_names=run.data.sets.names if run.data.sets is not None else None,
     )
     groups = _param_groups(run, model, order.trained_batch(cfg.training.train_batch_size, run.log))
     run.record.group_info = trainables.describe_groups(groups)

@@ -14,7 +14,7 @@ from dit_lora.training.features import StepContext
 
 def test_a_run_holds_every_lever_in_install_and_call_order():
     features = levers.for_run(SimpleNamespace())
-    assert [type(f).__name__ for f in features] == ["Drills", "KernelChecks", "Compile", "BlockSwap",
+    assert [type(f).__name__ for f in features] == ["Drills", "DataSets", "KernelChecks", "Compile", "BlockSwap",
                                                      "ActivationOffload", "EMA"]
     assert [f.stage for f in features if f.stage != "model"] == ["kernels", "kernels", "restore"]
     assert levers.ema_of(features) is None and levers.compile_summary(features) is None

@@ -78,3 +78,12 @@ def test_a_data_folder_inside_the_output_folder_is_read_unless_the_run_writes_th
     for written in ("samples", "checkpoint-20", "logs"):
         text = _refused(_cfg(train_data_dir=str(out / written / "data"), output_dir=str(out), report_to="tensorboard"))
         assert text.startswith(f"`--train_data_dir {out / written / 'data'}` lies inside `{out / written}`")
+
+
+def test_a_dataset_configs_set_folders_are_data_folders(data, tmp_path):
+    """Each set of --dataset_config is a data folder: an --output_dir inside one is refused, naming the set."""
+    config = tmp_path / "sets.yaml"
+    config.write_text(f"datasets:\n  - train_data_dir: {tmp_path / 'other'}\n  - train_data_dir: {data}\n    name: mine\n")
+    text = _refused(_cfg(dataset_config=str(config), output_dir=str(data / "out")))
+    assert f"lies inside the data folder `--dataset_config set mine: {data}`" in text
+    check_run_folders(_cfg(dataset_config=str(config), output_dir=str(tmp_path / "out")))

@@ -33,6 +33,7 @@ from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.fileio import atomic_write
 from dit_lora.data.aspect import run_buckets
 from dit_lora.data.cache import as_encoding
+from dit_lora.data.data_sets import distinct, set_configs
 from dit_lora.data.masks import LATENT_KEY, PIXEL_KEY, latent_mask
 from dit_lora.data.prepare import ImageMedia, prepare_data
 from dit_lora.data.synthetic.shapes import (
@@ -431,8 +432,11 @@ class DiffusionPlan(ABC):
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
         """:func:`image_pixel_batches` at the family's bucket stride (a video family plans clips instead)."""
         buckets = self.buckets
-        stride = None if buckets is None or buckets.square_only(cfg) else int(buckets.bucket_stride(cfg))
-        return image_pixel_batches(cfg, stride)
+        out = []
+        for config in set_configs(cfg):  # each data set's sizes (one config without --dataset_config)
+            stride = None if buckets is None or buckets.square_only(config) else int(buckets.bucket_stride(config))
+            out += image_pixel_batches(config, stride)
+        return distinct(out)
 
     def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
         """:func:`encoded_plan_batches` with the family's encoder and conditioning."""

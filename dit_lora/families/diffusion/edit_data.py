@@ -252,6 +252,9 @@ class EditMedia(ImageMedia):
     """The image handler of the Edit families: every sample with its control images (``conditions``), a batch of one
     bucket and one control count."""
 
+    data_sets = False  # the validation's control image and the control folders are read from one data folder
+    data_sets_refusal = "its control images are read beside the targets of one data folder"
+
     def __init__(self, cfg: TrainConfig, spec, *, single: bool, flags: ControlFlags) -> None:
         super().__init__(cfg, spec)
         self.single = single  # the pipeline takes exactly one image (QwenImageEditPipeline, FluxKontextPipeline)

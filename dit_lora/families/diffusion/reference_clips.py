@@ -92,6 +92,9 @@ def reference_problem(sample: VideoSample, frames: int) -> str | None:
 class ReferenceMedia(VideoMedia):
     """The clip handler of an in-context family: every clip with its one reference clip (``conditions``)."""
 
+    data_sets = False  # the reference folder option is read beside one data folder
+    data_sets_refusal = "its reference clips are read beside the clips of one data folder"
+
     def __init__(self, cfg: TrainConfig, spec, cache_root, *, flags: ReferenceFlags) -> None:
         super().__init__(cfg, spec, cache_root)
         self.flags = flags

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.capabilities import VideoFrames
 from dit_lora.core.errors import UserError
+from dit_lora.data.data_sets import distinct, set_configs
 from dit_lora.data.frames import automatic_buckets, check_num_frames, most_tokens, resolution_buckets
 from dit_lora.data.prepare import cache_root_for
 from dit_lora.data.video_prepare import VideoMedia
@@ -70,8 +71,8 @@ class ClipPlan(DiffusionPlan):
         self.task = task
 
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        """:func:`clip_batches` of the run's buckets."""
-        return clip_batches(cfg, self.task.video_buckets(cfg))
+        """:func:`clip_batches` of the run's buckets (each data set's, with --dataset_config)."""
+        return distinct([b for c in set_configs(cfg, video=True) for b in clip_batches(c, self.task.video_buckets(c))])
 
 
 class OneClipPerStep:

@@ -1,0 +1,262 @@
+"""Other trainers' dataset files read as a dataset config (:mod:`.dataset_config`): musubi-tuner's (and kohya's
+sd-scripts') TOML with ``image_directory``/``video_directory`` sets, and an ai-toolkit job YAML's ``datasets:``.
+
+Each set's keys that map are translated into dit-lora's data options (:func:`translate`); what has no counterpart
+is left out and named, with why, in one paragraph the run and ``check-data`` print (never silently); what would
+train something else than the file asks (a control folder, regularization images, another metadata format) is
+refused. The mapping is the migration guide's table (docs/guides/migrating.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dit_lora.core.errors import UserError
+
+MUSUBI = "musubi-tuner"
+AI_TOOLKIT = "ai-toolkit"
+
+#: keys only musubi-tuner's (and sd-scripts') dataset TOML uses: one of them marks a file as theirs
+MUSUBI_MARKS = (
+    "image_directory",
+    "video_directory",
+    "image_jsonl_file",
+    "video_jsonl_file",
+    "num_repeats",
+    "target_frames",
+    "frame_extraction",
+    "enable_bucket",
+    "cache_directory",
+    "image_dir",
+    "subsets",
+)
+
+#: what dit-lora leaves out of a musubi-tuner set, with why
+MUSUBI_IGNORED = {
+    "batch_size": "the batch size is the run's --train_batch_size",
+    "bucket_no_upscale": "images and clips are resized to cover their bucket (no no-upscale mode)",
+    "cache_directory": "one latent cache for the run, keyed by content (--cache_dir)",
+    "frame_stride": "each clip gives one sample of its bucket's frames (--frame_sampling)",
+    "frame_sample": "each clip gives one sample of its bucket's frames (--frame_sampling)",
+    "max_frames": "each clip gives one sample of its bucket's frames (--frame_sampling)",
+    "source_fps": "clips are read at their own frame rate",
+    "class_tokens": "a file without a caption is left out and named (instance_prompt captions every file)",
+    "flip_aug": "flips hold for the whole run: --random_flip",
+    "keep_tokens": "captions are not shuffled",
+    "shuffle_caption": "captions are not shuffled",
+}
+
+#: what dit-lora leaves out of an ai-toolkit dataset, with why
+AI_TOOLKIT_IGNORED = {
+    "default_caption": "a file without a caption is left out and named (instance_prompt captions every file)",
+    "shuffle_tokens": "captions are not shuffled",
+    "keep_tokens": "captions are not shuffled",
+    "token_dropout_rate": "captions are not shuffled",
+    "caption_dropout_rate": "caption dropout holds for the whole run: --caption_dropout_probability",
+    "flip_x": "flips hold for the whole run: --random_flip",
+    "flip_y": "no vertical flips",
+    "cache_latents": "latents are cached to disk by default (--cache_latents)",
+    "cache_latents_to_disk": "latents are cached to disk by default (--cache_latents)",
+    "cache_text_embeddings": "caption embeddings are cached with the latents",
+    "buckets": "images take aspect-ratio buckets by default (--aspect_buckets auto)",
+    "bucket_tolerance": "buckets step by the model's stride",
+    "network_weight": "the adapter trains at its one strength",
+    "num_workers": "the run's --dataloader_num_workers",
+    "shrink_video_to_frames": "frames are spread over the whole clip by default (--frame_sampling uniform)",
+    "fps": "clips are read at their own frame rate",
+    "do_i2v": "the family's task decides image-to-video",
+    "do_t2v": "the family's task decides image-to-video",
+    "do_audio": "a family with audio reads the clip's own track",
+    "mask_path": "masks are read beside the images with --masked_loss (a `_mask` file per image)",
+}
+
+#: keys that would train something else than the set asks: refused, with what to do
+REFUSED = {
+    "image_jsonl_file": "musubi-tuner's metadata JSONL (`image_path`/`video_path` and `caption` per line) is not "
+    "read: write a metadata.jsonl with `file_name` and `text` in the folder, or keep a caption file beside each file",
+    "video_jsonl_file": "musubi-tuner's metadata JSONL (`image_path`/`video_path` and `caption` per line) is not "
+    "read: write a metadata.jsonl with `file_name` and `text` in the folder, or keep a caption file beside each file",
+    "control_directory": "control images train only the edit families, from their own control folder options",
+    "control_path": "control images train only the edit families, from their own control folder options",
+}
+
+
+def flavour_of(data: dict[str, Any], sets: list[dict[str, Any]], toml: bool) -> str | None:
+    """Whose file this is: :data:`AI_TOOLKIT` (a job YAML), :data:`MUSUBI` (a TOML with their keys), or None
+    (dit-lora's own)."""
+    if "job" in data or isinstance(data.get("config"), dict):
+        return AI_TOOLKIT
+    general: dict[str, Any] = data["general"] if isinstance(data.get("general"), dict) else {}
+    keys = {str(k) for s in sets for k in s} | {str(k) for k in general}
+    return MUSUBI if toml and keys & set(MUSUBI_MARKS) else None
+
+
+def ai_toolkit_sets(data: dict[str, Any], path) -> list[dict[str, Any]]:
+    """The ``datasets`` list of an ai-toolkit job YAML's first process."""
+    process = (data.get("config") or {}).get("process") if isinstance(data.get("config"), dict) else None
+    first = process[0] if isinstance(process, list) and process and isinstance(process[0], dict) else {}
+    sets = first.get("datasets")
+    if not isinstance(sets, list) or not sets:
+        raise UserError(
+            f"`{path}` looks like an ai-toolkit job file (`job`/`config` at its top) but its `config.process[0]` "
+            "has no `datasets` list, which is what a dataset config reads of it. Point --dataset_config at a job "
+            "file with datasets, or write a dit-lora `datasets:` list."
+        )
+    return sets
+
+
+def expand_subsets(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """kohya's sd-scripts nest folders as ``[[datasets.subsets]]``: each subset, with its dataset's keys, is a set."""
+    subsets = entry.get("subsets")
+    if not isinstance(subsets, list) or not subsets:
+        return [entry]
+    shared = {k: v for k, v in entry.items() if k != "subsets"}
+    return [{**shared, **sub} for sub in subsets if isinstance(sub, dict)]
+
+
+def translate(
+    entry: dict[str, Any], flavour: str, *, video: bool, where: str, own: frozenset[str] = frozenset()
+) -> tuple[list[dict], list[str]]:
+    """One set of a ``flavour`` file as dit-lora's set(s) (an ai-toolkit list of resolutions is one set per
+    resolution, as ai-toolkit splits it) and the ``key (why)`` notes of what was left out. A key in ``own``
+    (dit-lora's own set keys, e.g. ``weight`` added to a musubi-tuner file) passes through as it is; one that a
+    translated key also sets is refused. A refused key set to false or null is its default, nothing to refuse."""
+    refused = [k for k in entry if k in REFUSED and entry[k]]
+    if refused:
+        raise UserError(f"{where} gives `{refused[0]}`: {REFUSED[refused[0]]}.")
+    entry = {k: v for k, v in entry.items() if not (k in REFUSED or k == "is_reg") or v}
+    mapped = MUSUBI_MAPPED if flavour == MUSUBI else AI_TOOLKIT_MAPPED
+    kept = {k: v for k, v in entry.items() if k in own and k not in mapped}
+    theirs = {k: v for k, v in entry.items() if k not in kept}
+    try:
+        if flavour == MUSUBI:
+            sets, notes = [_musubi(theirs, video=video, where=where)], _ignored(theirs, MUSUBI_IGNORED, MUSUBI_MAPPED)
+            notes += _musubi_dropped(theirs, video=video)
+        else:
+            sets, notes = _ai_toolkit(theirs, video=video), _ignored(theirs, AI_TOOLKIT_IGNORED, AI_TOOLKIT_MAPPED)
+            if video and "resolution" in theirs:
+                notes.append("`resolution` (clips take the checkpoint's size or --height/--width, or --frame_buckets)")
+    except (TypeError, ValueError):
+        raise UserError(
+            f"{where}: a size or frame count of this {flavour} set is not a whole number ({theirs!r}); fix the value."
+        ) from None
+    for translated in sets:
+        clash = sorted(set(translated) & set(kept))
+        if clash:
+            raise UserError(f"{where} gives `{clash[0]}` and also {flavour}'s key that means it; keep one of the two.")
+        translated.update(kept)
+    return sets, notes
+
+
+def _musubi_dropped(entry: dict[str, Any], *, video: bool) -> list[str]:
+    """What a musubi-tuner set asks that its translation cannot give (said, never silently dropped)."""
+    notes = []
+    extraction = entry.get("frame_extraction")
+    if extraction is not None and extraction not in ("head", "uniform"):
+        notes.append(
+            f"`frame_extraction = {extraction!r}` (each clip gives one sample of its bucket's frames, spread over the "
+            "clip: --frame_sampling uniform)"
+        )
+    if "target_frames" in entry and not (video and isinstance(entry.get("resolution"), list)):
+        notes.append("`target_frames` (frame buckets need a video family and `resolution = [W, H]`)")
+    return notes
+
+
+#: the keys each flavour's translation reads (any other key is named as left out)
+MUSUBI_MAPPED = frozenset(
+    {
+        "image_directory",
+        "video_directory",
+        "image_dir",
+        "caption_extension",
+        "name",
+        "num_repeats",
+        "resolution",
+        "target_frames",
+        "enable_bucket",
+        "frame_extraction",
+        "is_reg",
+    }
+)
+AI_TOOLKIT_MAPPED = frozenset(
+    {"folder_path", "num_repeats", "loss_multiplier", "name", "is_reg", "caption_ext", "num_frames", "resolution"}
+)
+
+
+def _ignored(entry: dict[str, Any], table: dict[str, str], mapped: frozenset[str]) -> list[str]:
+    """``key (why)`` for each key of ``entry`` the translation leaves out: those of ``table`` with their reason,
+    any other unmapped one as having no counterpart."""
+    return [f"`{k}` ({table.get(k, 'no counterpart in dit-lora')})" for k in entry if k not in mapped or k in table]
+
+
+def _musubi(entry: dict[str, Any], *, video: bool, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("image_directory", "video_directory", "image_dir"):
+        if entry.get(key):
+            out["train_data_dir"] = entry[key]
+    for key in ("caption_extension", "name", "is_reg"):
+        if key in entry:
+            out[key] = entry[key]
+    if "num_repeats" in entry:
+        out["repeats"] = entry["num_repeats"]
+    size = entry.get("resolution")
+    if isinstance(size, list):
+        if len(size) != 2:
+            raise UserError(f"{where}: musubi-tuner's `resolution` is `[width, height]`, got {size!r}.")
+        width, height = (int(v) for v in size)
+        if video and "target_frames" in entry:  # the buckets carry frames and size
+            frames = entry["target_frames"]
+            frames = frames if isinstance(frames, list) else [frames]
+            out["frame_buckets"] = ",".join(f"{int(f)}x{height}x{width}" for f in frames)
+        elif video:
+            out["width"], out["height"] = width, height
+        elif entry.get("enable_bucket"):  # buckets of about width x height pixels
+            out["resolution"] = width if width == height else 16 * round(math.sqrt(width * height) / 16)
+        else:  # every image cropped to that size
+            out["aspect_buckets"] = f"{width}x{height}"
+            out["resolution"] = max(width, height)
+    elif size is not None:
+        out["resolution"] = size
+    extraction = entry.get("frame_extraction")
+    if extraction in ("head", "uniform"):
+        out["frame_sampling"] = "first" if extraction == "head" else "uniform"
+    return out
+
+
+def _ai_toolkit(entry: dict[str, Any], *, video: bool) -> list[dict[str, Any]]:
+    out: dict[str, Any] = {}
+    for theirs, ours in (
+        ("folder_path", "train_data_dir"),
+        ("num_repeats", "repeats"),
+        ("loss_multiplier", "loss_weight"),
+        ("name", "name"),
+        ("is_reg", "is_reg"),
+    ):
+        if theirs in entry:
+            out[ours] = entry[theirs]
+    ext = entry.get("caption_ext")
+    if ext:
+        out["caption_extension"] = ext if str(ext).startswith(".") else f".{ext}"
+    frames = entry.get("num_frames")
+    if video and frames is not None and int(frames) > 1:
+        out["max_num_frames"] = int(frames)
+    if video:
+        return [out]
+    sizes = entry.get("resolution", 512)
+    sizes = sizes if isinstance(sizes, list) else [sizes]
+    if len(sizes) == 1:
+        return [{**out, "resolution": sizes[0]}]
+    base = out.get("name") or str(out.get("train_data_dir", "set")).rstrip("/").rsplit("/", 1)[-1]
+    return [{**out, "resolution": size, "name": f"{base}@{size}"} for size in sizes]
+
+
+def ignored_paragraph(path, flavour: str, notes: list[str]) -> str | None:
+    """The one paragraph naming what the run leaves out of a ``flavour`` file, or None."""
+    if not notes:
+        return None
+    unique = list(dict.fromkeys(notes))
+    return (
+        f"dataset config `{path}` ({flavour}'s): read as dit-lora's sets; left out: {'; '.join(unique)}. See "
+        "docs/guides/migrating.md for the mapping."
+    )

@@ -1,0 +1,284 @@
+"""Several data sets in one run (``--dataset_config``, :mod:`dit_lora.config.dataset_config`): each set listed,
+screened, bucketed and cached by the family's own handler with its own options, then trained as one data set.
+
+:class:`SetsMedia` is a :class:`~dit_lora.data.prepare.MediaHandler` over one handler per set (the family's
+``data_handler`` given the run's config with the set's options, :func:`set_config`): :func:`prepare_data` and
+``check-data`` run it as they run a single handler. Each sample carries its set (``data_set``) and a key prefixed
+with the set's name (``photos/0001.png``), so the log, ``quarantine.json`` and the held-out choice tell the sets
+apart; a set's ``repeats`` lists each of its samples that many times, as kohya folders do (the copies share one cache
+entry). Batches never mix sets (each set's buckets are its own batch groups), so a set's ``loss_weight`` is a factor
+of its batches' loss (:class:`SetMix`, applied by the training step), and its ``weight`` is the probability that a
+batch is drawn from it (:class:`~dit_lora.data.batches.EpochBatches`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dit_lora.config.dataset_config import DataSet, read_dataset_config
+from dit_lora.contract import spec as fallback
+from dit_lora.core.errors import UserError
+from dit_lora.data.batches import unpack_item
+from dit_lora.data.cache import cache_files, cache_namespace
+from dit_lora.data.held_out import folder_config, handler_for_source
+from dit_lora.data.kohya import plural
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+    from dit_lora.contract.spec import FamilySpec
+
+#: a set's copies of a sample are numbered past any kohya folder's repeats (``repeat`` > 0 marks a copy)
+_SET_COPY = 10_000
+
+
+def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
+    """The run's config reading ``data_set``: its options over the run's, its own data source alone."""
+    values = {"train_data_dir": None, "dataset_name": None, **data_set.options}
+    explicit = None if cfg.explicit is None else cfg.explicit | set(data_set.options)
+    return dataclasses.replace(cfg, **values, explicit=explicit)
+
+
+def set_configs(cfg: TrainConfig, *, video: bool = False) -> list[TrainConfig]:
+    """The config each data set reads (:func:`set_config`), or ``[cfg]`` without a dataset config: what sizes the
+    run meets (the memory plan plans every set's)."""
+    if not cfg.data.dataset_config:
+        return [cfg]
+    return [set_config(cfg, s) for s in read_dataset_config(cfg.data.dataset_config, video=video).sets]
+
+
+def distinct(batches: Sequence[tuple[str, tuple[int, ...]]]) -> list[tuple[str, tuple[int, ...]]]:
+    """``(name, shape)`` batches without repeated shapes (several sets of one size plan once)."""
+    seen: set[tuple[int, ...]] = set()
+    out = []
+    for name, shape in batches:
+        if shape not in seen:
+            seen.add(shape)
+            out.append((name, shape))
+    return out
+
+
+def refusal(spec: FamilySpec, handler: Any) -> str | None:
+    """Why the family ``spec`` cannot train several data sets (its data reads more than a set's samples: class
+    folders, control images, reference clips, conversations), or None."""
+    if fallback.caption_source(spec) == "class_folders":
+        why = "its class labels come from the class folders of one --train_data_dir"
+    elif not getattr(handler, "data_sets", False):
+        why = getattr(handler, "data_sets_refusal", "its data is read as one set")
+    else:
+        return None
+    return (
+        f"`{spec.name}` does not train from a dataset config (--dataset_config, or `datasets:` in --config): {why}. "
+        "Give its data as --train_data_dir or --dataset_name; to mix folders, gather them in one folder (kohya "
+        "`N_name` sub-folders give each its repeats)."
+    )
+
+
+@dataclass(frozen=True)
+class SetMix:
+    """What the batch order and the step read of the sets: each set's name, its batch probability (normalised,
+    None: the natural mix), its loss factor, and each sample's set."""
+
+    names: tuple[str, ...]
+    weights: tuple[float, ...] | None
+    loss_weights: tuple[float, ...]
+    of_sample: tuple[int, ...]
+
+    def loss_weight(self, sample_index: int) -> float:
+        """The loss factor of the set sample ``sample_index`` belongs to."""
+        return self.loss_weights[self.of_sample[sample_index]]
+
+    @property
+    def weighted_loss(self) -> bool:
+        """Whether any set's batches are weighted in the loss (else the step multiplies nothing)."""
+        return any(w != 1.0 for w in self.loss_weights)
+
+    def for_samples(self, samples: Sequence[Any]) -> SetMix:
+        """The same sets over ``samples`` (the kept ones, after caching left some out)."""
+        return dataclasses.replace(self, of_sample=tuple(int(getattr(s, "data_set", 0)) for s in samples))
+
+    def summary(self, batches: Sequence[int] = ()) -> list[dict[str, Any]]:
+        """``train_summary.json``'s ``data_sets``: each set's name, training samples (repeats counted), batch
+        probability, loss factor and the micro-batches it gave (``batches``, per process)."""
+        counts = [0] * len(self.names)
+        for s in self.of_sample:
+            counts[s] += 1
+        given = list(batches) + [0] * (len(self.names) - len(batches))
+        return [
+            {
+                "name": n,
+                "samples": counts[i],
+                "weight": None if self.weights is None else self.weights[i],
+                "loss_weight": self.loss_weights[i],
+                "batches": given[i],
+            }
+            for i, n in enumerate(self.names)
+        ]
+
+
+class SetsMedia:
+    """A :class:`~dit_lora.data.prepare.MediaHandler` over several sets, one family handler each (see the module)."""
+
+    def __init__(self, cfg: TrainConfig, spec: FamilySpec, make: Callable[[TrainConfig], Any] | None = None) -> None:
+        assert cfg.data.dataset_config, "SetsMedia reads --dataset_config"
+        self.cfg, self.spec = cfg, spec
+        read = read_dataset_config(cfg.data.dataset_config, video=spec.video_frames is not None)
+        self.sets, self.note = read.sets, read.note
+        make = make or (lambda c: spec.data.data_handler(c, spec))
+        self.configs = [set_config(cfg, s) for s in self.sets]
+        self.children = [make(c) for c in self.configs]
+        refused = refusal(spec, self.children[0])
+        if refused:
+            raise UserError(refused)
+        first = self.children[0]
+        self.noun, self.cacheable = first.noun, first.cacheable
+        self.encode_batch_size = first.encode_batch_size
+        self.collate = first.collate
+
+    def mix(self, samples: Sequence[Any]) -> SetMix:
+        """The :class:`SetMix` of the training ``samples``."""
+        weights = None
+        if self.sets[0].weight is not None:
+            total = sum(s.weight or 0.0 for s in self.sets)
+            weights = tuple((s.weight or 0.0) / total for s in self.sets)
+        mix = SetMix(tuple(s.name for s in self.sets), weights, tuple(s.loss_weight for s in self.sets), ())
+        return mix.for_samples(samples)
+
+    def _header(self, k: int) -> str:
+        s = self.sets[k]
+        extras = [plural(s.repeats, "repeat")] if s.repeats > 1 else []
+        extras += [f"weight {s.weight:g}"] if s.weight is not None else []
+        extras += [f"loss weight {s.loss_weight:g}"] if s.loss_weight != 1.0 else []
+        said = f" ({', '.join(extras)})" if extras else ""
+        return f"data set {k + 1}/{len(self.sets)} `{s.name}`: {s.source}{said}"
+
+    @contextlib.contextmanager
+    def _naming_the_set(self, k: int) -> Iterator[None]:
+        """A set's listing or screening paragraph, said to be about that set of the dataset config (its options are
+        named as flags there: they are the set's keys)."""
+        try:
+            yield
+        except UserError as err:
+            raise UserError(
+                f"Data set {k + 1} (`{self.sets[k].name}`) of the dataset config `{self.cfg.data.dataset_config}` "
+                f"cannot be used (the paragraph below names its keys as flags). {err}"
+            ) from None
+
+    def list_samples(self) -> list:
+        """Every set's samples, each tagged with its set and its name-prefixed key, a set's repeats as copies,
+        numbered 0..N-1 over all sets."""
+        out: list = []
+        for k, (data_set, child) in enumerate(zip(self.sets, self.children)):
+            with self._naming_the_set(k):
+                found = child.list_samples()
+            listed = [dataclasses.replace(s, data_set=k, key=f"{data_set.name}/{s.key}") for s in found]
+            for s in listed:
+                out.append(s)
+                out.extend(dataclasses.replace(s, repeat=s.repeat + j * _SET_COPY) for j in range(1, data_set.repeats))
+        return [dataclasses.replace(s, index=i) for i, s in enumerate(out)]
+
+    def _parts(self, samples: Sequence[Any]) -> list[list[int]]:
+        """The positions in ``samples`` of each set's samples, in order."""
+        parts: list[list[int]] = [[] for _ in self.sets]
+        for i, s in enumerate(samples):
+            parts[int(getattr(s, "data_set", 0))].append(i)
+        return parts
+
+    def screen(self, samples: list, *, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:
+        """Each set screened by its own handler (its bucket table logged under its header)."""
+        usable: list = []
+        if self.note:  # what of another trainer's file was left out
+            log(self.note)
+        for k, part in enumerate(self._parts(samples)):
+            log(self._header(k))
+            with self._naming_the_set(k):
+                kept = self.children[k].screen([samples[i] for i in part], log=log, quarantine=quarantine)
+            if part and not kept:
+                raise UserError(
+                    f"Data set {k + 1} (`{self.sets[k].name}`) of the dataset config `{self.cfg.data.dataset_config}` "
+                    f"has no usable sample: all {len(part)} were left out (each named with its reason in "
+                    "quarantine.json in the output folder). Fix them, or remove the set from the dataset config."
+                )
+            usable += kept
+        return usable
+
+    def check(self, samples: list, *, log: Callable[[str], Any]) -> tuple[list, list, str | None]:
+        """``check-data``: each set checked by its own handler."""
+        rows: list = []
+        usable: list = []
+        notes: list[str] = []
+        if self.note:
+            log(self.note)
+        for k, part in enumerate(self._parts(samples)):
+            log(self._header(k))
+            r, u, note = self.children[k].check([samples[i] for i in part], log=log)
+            rows, usable = rows + r, usable + u
+            notes += [f"`{self.sets[k].name}`: {note}"] if note else []
+        return rows, usable, "\n".join(notes) or None
+
+    def namespace_identity(self, comps=None) -> dict[str, Any]:
+        """The first set's (each set's entries are named in its own namespace: :meth:`cache_files`)."""
+        return self.children[0].namespace_identity(comps)
+
+    def namespaces(self, comps=None) -> list[str]:
+        """Each set's cache namespace."""
+        return [cache_namespace(child.namespace_identity(comps)) for child in self.children]
+
+    def cache_files(self, root: Path, comps, samples: Sequence[Any]) -> tuple[Path, list[Path]]:
+        """(the first set's cache folder, every sample's cache file in its set's namespace)."""
+        namespaces = self.namespaces(comps)
+        files: list[Path | None] = [None] * len(samples)
+        for k, part in enumerate(self._parts(samples)):
+            for i, path in zip(part, cache_files(root, namespaces[k], [samples[i] for i in part])):
+                files[i] = path
+        return Path(root) / namespaces[0], [f for f in files if f is not None]
+
+    def pixel_loader(self, samples: list) -> Callable[[int], Any]:
+        """Each sample's pixels as its set's handler prepares them."""
+        loaders = [child.pixel_loader(samples) for child in self.children]
+        return lambda i: loaders[int(getattr(samples[i], "data_set", 0))](i)
+
+    def raw_dataset(self, samples: list) -> torch.utils.data.Dataset:
+        """The uncached dataset: each item read by its set's dataset."""
+        return _SetsDataset([child.raw_dataset(samples) for child in self.children], samples)
+
+    def groups(self, samples: list, **kwargs: Any) -> list[int]:
+        """Each set's groups (its buckets) numbered apart, so that a batch never mixes sets."""
+        groups = [0] * len(samples)
+        offset = 0
+        for k, part in enumerate(self._parts(samples)):
+            own = self.children[k].groups([samples[i] for i in part], **kwargs) if part else None
+            own = own if own is not None else [0] * len(part)
+            for i, g in zip(part, own):
+                groups[i] = offset + g
+            offset += max(own, default=-1) + 1
+        return groups
+
+    def for_source(self, cfg: TrainConfig):
+        """The held-out folder (``--validation_data_dir``) read by the first set's handler, with its options."""
+        return handler_for_source(self.children[0], folder_config(self.configs[0]))
+
+
+class _SetsDataset(torch.utils.data.Dataset):
+    """Items of several sets' datasets (each over every sample, indexed alike), each read by its own set's."""
+
+    def __init__(self, datasets: list[torch.utils.data.Dataset], samples: list) -> None:
+        self.datasets = datasets
+        self.of_sample = [int(getattr(s, "data_set", 0)) for s in samples]
+
+    def __len__(self) -> int:
+        return len(self.of_sample)
+
+    def __getitem__(self, item):
+        return self.datasets[self.of_sample[unpack_item(item)[0]]][item]
+
+
+def sets_media(cfg: TrainConfig, spec: FamilySpec) -> SetsMedia | None:
+    """The run's :class:`SetsMedia` when it reads a dataset config, else None."""
+    return SetsMedia(cfg, spec) if cfg.data.dataset_config else None

@@ -1,0 +1,175 @@
+"""config/dataset_config.py: a dataset config (``--dataset_config``, or ``datasets:`` in the ``--config`` YAML) is read
+into sets of data options with their own repeats, weight and loss weight, and every mistake in it ends the parse in
+one paragraph naming the file, the set and the key."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from dit_lora.config import parse_config
+from dit_lora.config.dataset_config import SET_OPTIONS, read_data_sets, read_dataset_config
+from dit_lora.core.errors import UserError
+
+MODEL = ["--pretrained_model_name_or_path", "org/model"]
+
+
+def _write(tmp_path, sets, name="sets.yaml", **top):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({**top, "datasets": sets}))
+    return path
+
+
+def test_sets_take_their_options_general_defaults_and_their_own_keys(tmp_path):
+    path = _write(
+        tmp_path,
+        [
+            {"train_data_dir": "photos/", "repeats": 2, "weight": 0.7, "resolution": 512},
+            {"dataset_name": "me/clips", "name": "hub", "weight": 0.3, "loss_weight": 0.5},
+        ],
+        general={"caption_extension": ".caption", "resolution": 768},
+    )
+    photos, hub = read_data_sets(path)
+    assert photos.name == "photos" and hub.name == "hub"  # a folder's last part, or the set's own name
+    assert photos.options == {"train_data_dir": "photos/", "caption_extension": ".caption", "resolution": 512}
+    assert hub.options == {"dataset_name": "me/clips", "caption_extension": ".caption", "resolution": 768}
+    assert (photos.repeats, photos.weight, photos.loss_weight) == (2, 0.7, 1.0)
+    assert (hub.repeats, hub.weight, hub.loss_weight) == (1, 0.3, 0.5)
+
+
+def test_toml_reads_as_yaml_does(tmp_path):
+    path = tmp_path / "sets.toml"
+    path.write_text(
+        '[general]\nresolution = 512\n\n[[datasets]]\ntrain_data_dir = "a"\nrepeats = 3\n\n'
+        '[[datasets]]\ntrain_data_dir = "b"\nloss_weight = 2.0\n'
+    )
+    a, b = read_data_sets(path)
+    assert a.options == {"train_data_dir": "a", "resolution": 512} and a.repeats == 3
+    assert b.loss_weight == 2.0 and b.weight is None
+
+
+def test_two_folders_of_one_name_are_told_apart(tmp_path):
+    a, b = read_data_sets(_write(tmp_path, [{"train_data_dir": "x/data"}, {"train_data_dir": "y/data"}]))
+    assert a.name == "data" and b.name == "data-2"
+
+
+@pytest.mark.parametrize(
+    ("sets", "words"),
+    [
+        ([{"train_data_dir": "a", "resolutoin": 512}], ["`resolutoin`", "did you mean `resolution`", "data set 1"]),
+        ([{"train_data_dir": "a", "random_flip": True}], ["`random_flip`", "whole run", "command line"]),
+        ([{"resolution": 512}], ["neither", "`train_data_dir`", "exactly one"]),
+        ([{"train_data_dir": "a", "dataset_name": "b"}], ["`train_data_dir` and `dataset_name`", "exactly one"]),
+        ([{"train_data_dir": "a", "repeats": 0}], ["`repeats: 0`", "whole number 1 or more"]),
+        ([{"train_data_dir": "a", "repeats": 1.5}], ["`repeats: 1.5`", "whole number"]),
+        ([{"train_data_dir": "a", "weight": -1}], ["`weight: -1`", "more than 0"]),
+        ([{"train_data_dir": "a", "loss_weight": float("nan")}], ["`loss_weight: nan`", "more than 0"]),
+        ([{"train_data_dir": "a", "weight": 1}, {"train_data_dir": "b"}], ["`a` give a `weight`", "or to none"]),
+        ([{"train_data_dir": "a", "name": "x"}, {"train_data_dir": "b", "name": "x"}], ["two sets `x`"]),
+        ([{"train_data_dir": "a", "resolution": "big"}], ["resolution", "data set 1 (of 1) of"]),
+        ([{"train_data_dir": "a", "is_reg": True}], ["`is_reg`", "not train regularization sets yet"]),
+        ([], ["non-empty `datasets` list"]),
+        (["a"], ["non-empty `datasets` list"]),
+    ],
+)
+def test_a_mistake_is_one_paragraph_naming_the_file_and_set(tmp_path, sets, words):
+    path = _write(tmp_path, sets)
+    with pytest.raises(UserError) as err:
+        read_data_sets(path)
+    text = str(err.value)
+    assert str(path) in text and "\n" not in text, text
+    for word in words:
+        assert word in text, (word, text)
+
+
+def test_a_missing_or_broken_file_is_named(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        read_data_sets(tmp_path / "nope.yaml")
+    (tmp_path / "bad.toml").write_text("[[datasets]\n")
+    with pytest.raises(UserError, match="not valid TOML"):
+        read_data_sets(tmp_path / "bad.toml")
+
+
+def test_every_set_option_is_a_data_option():
+    from dit_lora.config.sections import SECTION_OF
+
+    assert all(SECTION_OF[name] in ("data", "video") for name in SET_OPTIONS)
+
+
+# ---- through the parser ------------------------------------------------------------------------------------------
+def test_datasets_in_the_run_config_are_its_dataset_config(tmp_path):
+    run = tmp_path / "run.yaml"
+    run.write_text(yaml.safe_dump({"family": "sana", "pretrained_model_name_or_path": "org/model", "resolution": 512,
+                                   "datasets": [{"train_data_dir": "a"}, {"train_data_dir": "b", "resolution": 256}]}))
+    cfg = parse_config(["--config", str(run)])
+    assert cfg.data.dataset_config == str(run) and cfg.data.train_data_dir is None
+    a, b = read_data_sets(cfg.data.dataset_config)
+    assert "resolution" not in a.options and b.options["resolution"] == 256  # the run's own 512 is a's default
+
+
+def test_a_standalone_file_holds_only_its_sets(tmp_path):
+    path = _write(tmp_path, [{"train_data_dir": "a"}], resolution=512)
+    with pytest.raises(UserError, match="top-level key.*`resolution`.*under `general:`"):
+        parse_config([*MODEL, "--family", "sana", "--dataset_config", str(path)])
+    fine = _write(tmp_path, [{"train_data_dir": "a"}], name="fine.yaml", general={"resolution": 512})
+    cfg = parse_config([*MODEL, "--family", "sana", "--dataset_config", str(fine)])
+    assert cfg.data.dataset_config == str(fine)
+
+
+def test_a_data_folder_beside_the_sets_is_refused(tmp_path):
+    path = _write(tmp_path, [{"train_data_dir": "a"}])
+    with pytest.raises(UserError, match="--train_data_dir and the dataset config .* both name the training data"):
+        parse_config([*MODEL, "--family", "sana", "--train_data_dir", "x", "--dataset_config", str(path)])
+
+
+def test_both_a_datasets_list_and_a_dataset_config_are_refused(tmp_path):
+    run = tmp_path / "run.yaml"
+    run.write_text(yaml.safe_dump({"dataset_config": "other.toml", "datasets": [{"train_data_dir": "a"}]}))
+    with pytest.raises(UserError, match="both a `datasets:` list and `dataset_config"):
+        parse_config([*MODEL, "--family", "sana", "--config", str(run)])
+
+
+def test_a_set_option_the_family_never_reads_is_refused_as_a_flag_is(tmp_path):
+    path = _write(tmp_path, [{"train_data_dir": "a", "max_num_frames": 17}])
+    with pytest.raises(UserError) as err:
+        parse_config([*MODEL, "--family", "sana", "--dataset_config", str(path)])
+    assert "`max_num_frames` in data set 1 of" in str(err.value) and "never reads it" in str(err.value)
+
+
+def test_a_video_llm_is_refused(tmp_path):
+    path = _write(tmp_path, [{"train_data_dir": "a"}])
+    with pytest.raises(UserError, match="video LLM"):
+        parse_config([*MODEL, "--family", "qwen2_5_vl", "--dataset_config", str(path)])
+
+
+def test_the_flavour_of_dit_loras_own_file_is_none(tmp_path):
+    read = read_dataset_config(_write(tmp_path, [{"train_data_dir": "a"}]))
+    assert read.flavour is None and read.note is None
+
+
+def test_defaults_that_are_no_choice_pass_and_two_folders_in_one_set_are_refused(tmp_path):
+    (one,) = read_data_sets(_write(tmp_path, [{"train_data_dir": "a", "is_reg": False}]))
+    assert one.options == {"train_data_dir": "a"}
+    (alias,) = read_data_sets(_write(tmp_path, [{"instance_data_dir": "a"}]))
+    assert alias.options == {"train_data_dir": "a"}
+    with pytest.raises(UserError, match="both `train_data_dir` and `instance_data_dir`"):
+        read_data_sets(_write(tmp_path, [{"train_data_dir": "a", "instance_data_dir": "b"}]))
+
+
+def test_general_beside_datasets_in_the_run_config(tmp_path):
+    run = tmp_path / "run.yaml"
+    run.write_text(yaml.safe_dump({"family": "sana", "pretrained_model_name_or_path": "org/model",
+                                   "general": {"caption_extension": ".caption"},
+                                   "datasets": [{"train_data_dir": "a"}]}))
+    cfg = parse_config(["--config", str(run)])
+    (a,) = read_data_sets(cfg.data.dataset_config)
+    assert a.options["caption_extension"] == ".caption"
+
+
+def test_a_sets_frame_buckets_beside_a_size_is_refused_naming_the_set(tmp_path):
+    path = _write(tmp_path, [{"train_data_dir": "a", "name": "clips", "frame_buckets": "9x64x64"},
+                             {"train_data_dir": "b"}])
+    with pytest.raises(UserError) as err:
+        parse_config([*MODEL, "--family", "wan", "--dataset_config", str(path), "--height", "64"])
+    assert "data set 1 (`clips`)" in str(err.value) and "`height`" in str(err.value)
+    parse_config([*MODEL, "--family", "wan", "--dataset_config", str(path)])

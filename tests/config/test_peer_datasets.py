@@ -1,0 +1,149 @@
+"""config/peer_datasets.py: musubi-tuner's TOML (and kohya's subsets) and an ai-toolkit job YAML's datasets are read
+as dit-lora sets where their keys map; what is left out is named in one paragraph, what would train something else
+is refused."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from dit_lora.config.dataset_config import read_dataset_config
+from dit_lora.config.peer_datasets import AI_TOOLKIT, MUSUBI
+from dit_lora.core.errors import UserError
+
+#: musubi-tuner's documented sample (src/musubi_tuner/dataset/dataset_config.md), an image and a video set
+MUSUBI_TOML = """
+[general]
+resolution = [960, 544]
+caption_extension = ".txt"
+batch_size = 1
+enable_bucket = true
+bucket_no_upscale = false
+
+[[datasets]]
+image_directory = "/data/images"
+cache_directory = "/data/cache_img"
+num_repeats = 2
+
+[[datasets]]
+video_directory = "/data/videos"
+cache_directory = "/data/cache_vid"
+target_frames = [1, 25, 45]
+frame_extraction = "head"
+"""
+
+
+def test_musubi_tuners_file_for_a_video_family(tmp_path):
+    path = tmp_path / "dataset.toml"
+    path.write_text(MUSUBI_TOML)
+    read = read_dataset_config(path, video=True)
+    assert read.flavour == MUSUBI
+    images, videos = read.sets
+    assert images.options == {"train_data_dir": "/data/images", "caption_extension": ".txt", "width": 960,
+                              "height": 544}
+    assert images.repeats == 2
+    assert videos.options["frame_buckets"] == "1x544x960,25x544x960,45x544x960"
+    assert videos.options["frame_sampling"] == "first"
+    note = read.note
+    assert note is not None and "\n" not in note and str(path) in note
+    for word in ("`batch_size`", "`cache_directory`", "`bucket_no_upscale`"):
+        assert word in note, word
+
+
+def test_musubi_tuners_sizes_for_an_image_family(tmp_path):
+    path = tmp_path / "dataset.toml"
+    path.write_text(MUSUBI_TOML.split("[[datasets]]\nvideo_directory")[0])
+    (images,) = read_dataset_config(path, video=False).sets
+    # bucketed: buckets of about 960 x 544 pixels, a side of sqrt(960 * 544) in steps of 16
+    assert images.options["resolution"] == 720 and "aspect_buckets" not in images.options
+    fixed = tmp_path / "fixed.toml"
+    fixed.write_text('[[datasets]]\nimage_directory = "a"\nresolution = [768, 512]\nenable_bucket = false\n')
+    (one,) = read_dataset_config(fixed).sets
+    assert one.options["aspect_buckets"] == "768x512"
+
+
+def test_kohyas_subsets_are_sets(tmp_path):
+    path = tmp_path / "kohya.toml"
+    path.write_text('[[datasets]]\nresolution = 512\n\n  [[datasets.subsets]]\n  image_dir = "a"\n  num_repeats = 3\n'
+                    '\n  [[datasets.subsets]]\n  image_dir = "b"\n  flip_aug = true\n')
+    read = read_dataset_config(path)
+    (a, b) = read.sets
+    assert a.options == {"train_data_dir": "a", "resolution": 512} and a.repeats == 3
+    assert b.options == {"train_data_dir": "b", "resolution": 512}
+    assert read.note is not None and "`flip_aug` (flips hold for the whole run: --random_flip)" in read.note
+
+
+def test_musubi_tuners_jsonl_metadata_is_refused(tmp_path):
+    path = tmp_path / "dataset.toml"
+    path.write_text('[[datasets]]\nimage_jsonl_file = "meta.jsonl"\nresolution = [512, 512]\n')
+    with pytest.raises(UserError, match="metadata JSONL .* is not read: write a metadata.jsonl"):
+        read_dataset_config(path)
+
+
+def _job(tmp_path, datasets):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"job": "extension", "config": {"name": "x", "process": [
+        {"type": "sd_trainer", "datasets": datasets}]}}))
+    return path
+
+
+def test_an_ai_toolkit_job_files_datasets(tmp_path):
+    path = _job(tmp_path, [{"folder_path": "/data/me", "caption_ext": "txt", "caption_dropout_rate": 0.05,
+                            "shuffle_tokens": False, "cache_latents_to_disk": True, "resolution": [512, 768],
+                            "num_repeats": 2, "loss_multiplier": 0.5}])
+    read = read_dataset_config(path)
+    assert read.flavour == AI_TOOLKIT
+    # a list of resolutions is one set per resolution, as ai-toolkit splits it
+    assert [s.name for s in read.sets] == ["me@512", "me@768"]
+    for s, size in zip(read.sets, (512, 768)):
+        assert s.options == {"train_data_dir": "/data/me", "caption_extension": ".txt", "resolution": size}
+        assert s.repeats == 2 and s.loss_weight == 0.5
+    assert "`caption_dropout_rate` (caption dropout holds for the whole run" in read.note
+    assert "`cache_latents_to_disk`" in read.note
+
+
+def test_an_ai_toolkit_video_dataset(tmp_path):
+    path = _job(tmp_path, [{"folder_path": "/clips", "num_frames": 33, "resolution": [512]}])
+    (clips,) = read_dataset_config(path, video=True).sets
+    assert clips.options == {"train_data_dir": "/clips", "max_num_frames": 33}
+
+
+def test_an_ai_toolkit_regularization_set_is_refused(tmp_path):
+    with pytest.raises(UserError, match="`is_reg`"):
+        read_dataset_config(_job(tmp_path, [{"folder_path": "/reg", "is_reg": True}]))
+
+
+def test_an_ai_toolkit_job_without_datasets_is_named(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"job": "extension", "config": {"process": [{"type": "sd_trainer"}]}}))
+    with pytest.raises(UserError, match="no `datasets` list"):
+        read_dataset_config(path)
+
+
+def test_keys_set_to_their_default_pass_and_dit_loras_own_keys_pass_through(tmp_path):
+    path = _job(tmp_path, [{"folder_path": "/d", "control_path": None, "is_reg": False, "weight": 2,
+                            "resolution": 512}])
+    (one,) = read_dataset_config(path).sets
+    assert one.options == {"train_data_dir": "/d", "resolution": 512} and one.weight == 2.0
+    toml = tmp_path / "own.toml"
+    toml.write_text('[[datasets]]\nimage_directory = "a"\nnum_repeats = 2\nloss_weight = 0.5\nweight = 1\n'
+                    '[[datasets]]\ntrain_data_dir = "b"\nnum_repeats = 3\nweight = 1\n')
+    a, b = read_dataset_config(toml).sets
+    assert (a.repeats, a.loss_weight, b.repeats) == (2, 0.5, 3) and b.options == {"train_data_dir": "b"}
+    clash = tmp_path / "clash.toml"
+    clash.write_text('[[datasets]]\nimage_directory = "a"\ntrain_data_dir = "b"\n')
+    with pytest.raises(UserError, match="gives `train_data_dir` and also musubi-tuner's key"):
+        read_dataset_config(clash)
+
+
+def test_what_musubi_tuners_frames_ask_and_cannot_get_is_said(tmp_path):
+    path = tmp_path / "d.toml"
+    path.write_text('[[datasets]]\nvideo_directory = "v"\nresolution = [64, 48]\ntarget_frames = [9]\n'
+                    'frame_extraction = "chunk"\n[[datasets]]\nvideo_directory = "w"\ntarget_frames = [9]\n')
+    read = read_dataset_config(path, video=True)
+    assert read.sets[0].options == {"train_data_dir": "v", "frame_buckets": "9x48x64"}  # no height/width beside
+    assert "`frame_extraction = 'chunk'`" in read.note and "`target_frames` (frame buckets need" in read.note
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[datasets]]\nvideo_directory = "v"\nresolution = ["wide", 48]\n')
+    with pytest.raises(UserError, match="not a whole number"):
+        read_dataset_config(bad, video=True)

@@ -1,0 +1,178 @@
+"""data/data_sets.py and the weighted batch order: several data sets, each listed, screened and bucketed by the
+family's own handler with its own options, repeated, kept apart in batches, drawn by weight (a seeded, resumable
+order whose per-set counts match the weights) and weighted in the loss."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from dit_lora.config import parse_config
+from dit_lora.core.errors import UserError
+from dit_lora.data.batches import EpochBatches, unpack_item
+from dit_lora.data.cache import cache_files
+from dit_lora.data.data_sets import SetsMedia
+from dit_lora.data.synthetic.shapes import make_shapes_dataset
+from dit_lora.registry import get_spec
+
+
+@pytest.fixture(scope="module")
+def two_folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sets")
+    return make_shapes_dataset(root / "small", n=4, size=64, seed=0), make_shapes_dataset(root / "wide", n=3, size=64,
+                                                                                          seed=1)
+
+
+def _media(tmp_path, sets, family="sana", **flags):
+    path = tmp_path / "sets.yaml"
+    path.write_text(yaml.safe_dump({"datasets": sets}))
+    argv = ["--pretrained_model_name_or_path", "org/model", "--family", family, "--dataset_config", str(path)]
+    for k, v in flags.items():
+        argv += [f"--{k}", str(v)]
+    cfg = parse_config(argv)
+    return SetsMedia(cfg, get_spec(family))
+
+
+def test_sets_are_listed_tagged_repeated_and_numbered(tmp_path, two_folders):
+    small, wide = two_folders
+    media = _media(tmp_path, [{"train_data_dir": str(small), "repeats": 3}, {"train_data_dir": str(wide)}])
+    samples = media.list_samples()
+    assert len(samples) == 4 * 3 + 3 and [s.index for s in samples] == list(range(15))
+    assert [s.data_set for s in samples] == [0] * 12 + [1] * 3
+    assert samples[0].key == "small/00000.png" and samples[12].key == "wide/00000.png"
+    # each file's copies follow it and share its cache entry (encoded once); the first copy is not a repeat
+    assert [s.repeat > 0 for s in samples[:3]] == [False, True, True]
+    files = cache_files(tmp_path, "ns", samples[:12])
+    assert len(set(files)) == 4 and files[0] == files[1] == files[2]
+
+
+def test_each_set_is_screened_by_its_own_options_and_batches_never_mix_sets(tmp_path, two_folders):
+    small, wide = two_folders
+    media = _media(tmp_path, [{"train_data_dir": str(small), "resolution": 32, "name": "low"},
+                              {"train_data_dir": str(wide), "loss_weight": 2.0}], resolution=64)
+    lines: list[str] = []
+    screened = media.screen(media.list_samples(), log=lines.append, quarantine=[])
+    assert [s.bucket for s in screened] == [(32, 32)] * 4 + [(64, 64)] * 3  # each set at its own resolution
+    text = "\n".join(lines)
+    assert "data set 1/2 `low`: train_data_dir" in text and "data set 2/2 `wide`" in text and "loss weight 2" in text
+    assert text.count("images per bucket") == 2  # a bucket table per set
+    groups = media.groups(screened)
+    assert set(groups[:4]).isdisjoint(groups[4:])
+    mix = media.mix(screened)
+    assert mix.loss_weight(0) == 1.0 and mix.loss_weight(5) == 2.0 and mix.weighted_loss and mix.weights is None
+    # the uncached dataset reads each sample as its own set prepares it
+    data = media.raw_dataset(screened)
+    assert data[(0, False)]["pixel_values"].shape[-1] == 32 and data[(5, False)]["pixel_values"].shape[-1] == 64
+
+
+def test_families_that_read_more_than_the_samples_are_refused(tmp_path, two_folders):
+    small, _ = two_folders
+    for family, words in (("dit", "class folders"), ("flux_kontext", "control images")):
+        with pytest.raises(UserError) as err:
+            _media(tmp_path, [{"train_data_dir": str(small)}], family=family)
+        assert words in str(err.value) and "--train_data_dir" in str(err.value), str(err.value)
+
+
+# ---- the weighted order ------------------------------------------------------------------------------------------
+def _order(sizes, weights, batch=2, world=1, rank=0, seed=3):
+    sets = [k for k, n in enumerate(sizes) for _ in range(n)]
+    return EpochBatches(len(sets), batch, seed=seed, rank=rank, world_size=world, random_flip=False, groups=sets,
+                        sets=sets, set_weights=weights), sets
+
+
+def test_the_mix_of_batches_follows_the_weights_within_sampling_error():
+    """A 0.7/0.3 mix of a large and a small set (the small one would give 1/11 of the batches unweighted): over 20
+    epochs each set's share of the batches is within 4 standard deviations of its weight."""
+    order, sets = _order([200, 20], [0.7, 0.3])
+    counts, total = [0, 0], 0
+    for epoch in range(20):
+        for batch in order.batches(epoch):
+            kinds = {sets[unpack_item(item)[0]] for item in batch}
+            assert len(kinds) == 1  # one set per batch
+            counts[kinds.pop()] += 1
+            total += 1
+    assert total == 20 * len(order) == 20 * 110  # the epoch keeps its length
+    sigma = math.sqrt(total * 0.3 * 0.7)
+    assert abs(counts[1] - 0.3 * total) < 4 * sigma, counts
+
+
+def test_the_weighted_order_is_seeded_and_resumes_mid_epoch():
+    order, _ = _order([9, 5], [0.5, 0.5])
+    full = list(order.batches(4))
+    assert list(order.batches(4, start=3)) == full[3:]
+    assert list(_order([9, 5], [0.5, 0.5])[0].batches(4)) == full
+    assert list(order.batches(5)) != full
+    assert full != list(_order([9, 5], [0.5, 0.5], seed=4)[0].batches(4))
+
+
+def test_ranks_take_the_same_set_at_every_step():
+    sets = None
+    orders = []
+    for rank in range(2):
+        order, sets = _order([12, 8], [0.2, 0.8], world=2, rank=rank)
+        orders.append(list(order.batches(0)))
+    assert sets is not None
+    for a, b in zip(*orders):
+        assert {sets[i[0]] for i in a} == {sets[i[0]] for i in b}
+        assert not {i[0] for i in a} & {i[0] for i in b}
+
+
+def test_a_weighted_set_without_a_batch_is_refused():
+    with pytest.raises(UserError, match="Data set\\(s\\) 2 of the dataset config have a weight but give no batch: their usable samples \\(1\\)"):
+        _order([8, 1], [0.5, 0.5], world=2)
+
+
+def test_the_memory_plan_plans_every_sets_size(tmp_path, two_folders):
+    """A set at a larger resolution than the run's: the plan's batches include its size (the largest bucket of
+    each set, each size once)."""
+    small, wide = two_folders
+    media = _media(tmp_path, [{"train_data_dir": str(small)}, {"train_data_dir": str(wide), "resolution": 128},
+                              {"train_data_dir": str(wide), "name": "again"}], resolution=64, aspect_buckets="square")
+    shapes = [shape for _, shape in get_spec("sana").plan.pixel_batches(media.cfg)]
+    assert sorted(s[-1] for s in shapes) == [64, 128]
+
+
+def test_a_sets_listing_and_screening_errors_name_the_set(tmp_path, two_folders):
+    small, _ = two_folders
+    media = _media(tmp_path, [{"train_data_dir": str(small)}, {"train_data_dir": str(tmp_path / "missing")}])
+    with pytest.raises(UserError) as err:
+        media.list_samples()
+    assert str(err.value).startswith("Data set 2 (`missing`) of the dataset config") and "missing" in str(err.value)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "a.png").write_bytes(b"not an image")
+    (broken / "a.txt").write_text("a caption")
+    media = _media(tmp_path, [{"train_data_dir": str(small)}, {"train_data_dir": str(broken)}])
+    with pytest.raises(UserError) as err:
+        media.screen(media.list_samples(), log=lambda line: None, quarantine=[])
+    assert str(err.value).startswith("Data set 2 (`broken`) of the dataset config") and "broken/a.png" in str(err.value)
+
+
+def test_a_set_whose_handler_keeps_nothing_is_refused(tmp_path, two_folders):
+    """A handler that leaves a set empty without refusing (each family's own screening normally refuses first):
+    the set is not trained silently without its samples."""
+    small, wide = two_folders
+    path = tmp_path / "sets.yaml"
+    path.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": str(small)}, {"train_data_dir": str(wide)}]}))
+    cfg = parse_config(["--pretrained_model_name_or_path", "org/model", "--family", "sana", "--dataset_config",
+                        str(path)])
+    spec = get_spec("sana")
+
+    class KeepsNoWide:
+        data_sets, noun, cacheable, encode_batch_size, collate = True, "image", True, 1, staticmethod(list)
+
+        def __init__(self, config):
+            self.inner = spec.data.data_handler(config, spec)
+            self.wide = config.data.train_data_dir == str(wide)
+
+        def list_samples(self):
+            return self.inner.list_samples()
+
+        def screen(self, samples, **kwargs):
+            return [] if self.wide else self.inner.screen(samples, **kwargs)
+
+    media = SetsMedia(cfg, spec, make=KeepsNoWide)
+    with pytest.raises(UserError, match="Data set 2 \\(`wide`\\) .* has no usable sample: all 3 were left out"):
+        media.screen(media.list_samples(), log=lambda line: None, quarantine=[])
