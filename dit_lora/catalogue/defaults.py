@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 from dit_lora.catalogue import Checkpoint, by_hub_id, match
@@ -138,6 +139,11 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
         proposals["lora_alpha"] = (
             cfg.lora.rank * ratio,
             f"{entry.hub_id}: the published alpha / rank ratio {ratio:g} at your --rank",
+        )
+    if cfg.hub.push_to_hub:  # diffusers' training scripts push to a repo named after the output folder
+        proposals["hub_model_id"] = (
+            Path(cfg.training.output_dir).resolve().name,
+            "diffusers' default with --push_to_hub: the output folder's name, a repo of your token's account",
         )
     if cfg.video.frame_buckets:  # the buckets are every clip's size (check_combinations): no size default beside them
         for name in ("max_num_frames", "height", "width"):

@@ -19,7 +19,7 @@ from dit_lora.commands.recipe import check_model, run_recipe
 from dit_lora.config import TrainConfig, load_yaml, owners
 from dit_lora.config.applies import check_applies
 from dit_lora.config.data_kind import video_llm_data_message
-from dit_lora.config.parser import add_config_flag, coerce, unknown_options_message
+from dit_lora.config.parser import add_config_flag, check_data_sets, coerce, unknown_options_message
 from dit_lora.config.schema import ModelOptions, config_fields
 from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
@@ -280,6 +280,7 @@ def _check_data(args: argparse.Namespace) -> int:
     check_applies(
         cfg, lambda name: f"--{name}" if getattr(args, name, None) is not None else f"`{name}` in {args.config}"
     )
+    check_data_sets(cfg)  # a data folder beside a dataset config, prior preservation's options: as `train` judges
 
     # here, not at the top: `dit-lora --help` must start without torch (the resolve step loads it)
     from dit_lora.contract import spec as fallback

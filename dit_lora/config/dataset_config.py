@@ -14,18 +14,23 @@ screens, caches and mixes the sets a run trains on.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from dit_lora.config import peer_datasets
+from dit_lora.config import families, peer_datasets
+from dit_lora.config.applies import check_applies
 from dit_lora.config.values import coerce
 from dit_lora.core.errors import UserError
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the data options a set may give (each read by that set's listing, screening and caching alone)
 SET_OPTIONS = (
@@ -58,6 +63,8 @@ SET_KEYS = {
     "repeats": "how many times each of its samples is listed per epoch (a whole number, 1 or more; default 1)",
     "weight": "the probability that a batch comes from it (positive; given to every set or to none)",
     "loss_weight": "its batches' loss is multiplied by this (positive; default 1)",
+    "is_reg": "true: its images are the class (regularization) images paired with every batch of the others, their "
+    "loss weighted by --prior_loss_weight (one set at most)",
 }
 
 #: other trainers' names of a set's keys, read as ours (musubi-tuner, kohya's sd-scripts, ai-toolkit)
@@ -102,6 +109,8 @@ class DataSet:
     repeats: int = 1
     weight: float | None = None
     loss_weight: float = 1.0
+    #: the class (regularization) images of prior preservation (``is_reg: true``)
+    is_reg: bool = False
 
     @property
     def source(self) -> str:
@@ -195,8 +204,9 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
     if flavour is None:
         _entry(general, path, "`general`", needs_source=False)  # its own keys and values, named as its own
     sets = _named([_entry(m, path, w, needs_source=True, given=g) for w, m, g in raw], path)
-    weighted = [s.name for s in sets if s.weight is not None]
-    if weighted and len(weighted) != len(sets):
+    _check_reg(sets, path)
+    weighted = [s.name for s in sets if s.weight is not None and not s.is_reg]
+    if weighted and len(weighted) != len([s for s in sets if not s.is_reg]):
         raise UserError(
             f"In the dataset config `{path}` the data set(s) {', '.join(f'`{n}`' for n in weighted)} give a `weight` "
             "and the others do not: a weight is the probability that a batch comes from its set, so give one to "
@@ -233,8 +243,8 @@ def _entry(raw: dict[str, Any], path: Path, where: str, *, needs_source: bool, g
             named = " and ".join(f"`{k}`" for k in sources) or "neither"
             raise UserError(
                 f"{where} of the dataset config `{path}` names {named} of `train_data_dir` and `dataset_name`: each "
-                "set reads one source, a folder (`train_data_dir`, musubi-tuner's `image_directory`/`video_directory`)"
-                " or a dataset (`dataset_name`). Give exactly one."
+                "set reads one source, a folder (`train_data_dir`; musubi-tuner's `image_directory`/`video_directory`, "
+                "kohya's `image_dir`, ai-toolkit's `folder_path`) or a dataset (`dataset_name`). Give exactly one."
                 + (" (It came from `general`.)" if sources and not own & set(sources) else "")
             )
     return DataSet(
@@ -243,7 +253,40 @@ def _entry(raw: dict[str, Any], path: Path, where: str, *, needs_source: bool, g
         repeats=_number(values, "repeats", 1, int, where, path, low=1),
         weight=_number(values, "weight", None, float, where, path, low=0.0, open_low=True),
         loss_weight=_number(values, "loss_weight", 1.0, float, where, path, low=0.0, open_low=True),
+        is_reg=_flag(values, "is_reg", where, path),
     )
+
+
+def _flag(values: dict, key: str, where: str, path: Path) -> bool:
+    """``values[key]`` as a boolean (``true``/``false``, YAML's or TOML's); one paragraph otherwise."""
+    raw = values.get(key, False)
+    if not isinstance(raw, bool):
+        raise UserError(
+            f"`{key}: {raw!r}` in {where} of the dataset config `{path}`: {SET_KEYS[key]}. Give true or false."
+        )
+    return raw
+
+
+def _check_reg(sets: list[DataSet], path: Path) -> None:
+    """At most one set of class images (``is_reg``), at least one set to train, and no batch weight on the class
+    set (it is paired with every batch, never drawn)."""
+    reg = [s for s in sets if s.is_reg]
+    if len(reg) > 1:
+        raise UserError(
+            f"The dataset config `{path}` marks {len(reg)} sets `is_reg` ({', '.join(f'`{s.name}`' for s in reg)}); "
+            "the class images of prior preservation are one set. Gather them in one folder (kohya `N_words/` "
+            "sub-folders keep their repeats), or keep one set `is_reg`."
+        )
+    if reg and len(reg) == len(sets):
+        raise UserError(
+            f"The dataset config `{path}` has only class images (`is_reg`); add the set of images to learn."
+        )
+    if reg and (reg[0].weight is not None or reg[0].loss_weight != 1.0):
+        raise UserError(
+            f"The `is_reg` set `{reg[0].name}` of the dataset config `{path}` gives a `weight` or `loss_weight`: its "
+            "class images are paired with every batch of the other sets (never drawn), their loss weighted by "
+            "--prior_loss_weight. Remove them from the set and set --prior_loss_weight."
+        )
 
 
 def _refuse_keys(values: dict[str, Any], path: Path, where: str) -> None:
@@ -255,12 +298,6 @@ def _refuse_keys(values: dict[str, Any], path: Path, where: str) -> None:
             f"{where} of the dataset config `{path}` gives {keys}, which hold(s) for the whole run, not one data set "
             "(the cache, the flips and caption dropout of the batch order, the held-out loss). Give it in --config or "
             "on the command line."
-        )
-    if values.get("is_reg") or "is_reg" in values:
-        raise UserError(
-            f"{where} of the dataset config `{path}` gives `is_reg` (regularization / prior-preservation images). "
-            "dit-lora does not train regularization sets yet; remove the set, or train it as an ordinary set with "
-            "its own `loss_weight` (what ai-toolkit's and kohya's regularization images weigh in the loss)."
         )
     valid = [*SET_OPTIONS, *SET_KEYS]
     unknown = [k for k in values if k not in valid]
@@ -318,5 +355,79 @@ def _named(sets: list[DataSet], path: Path) -> list[DataSet]:
             if name in taken:
                 name = f"{name}-{i}"
         taken.add(name)
-        out.append(DataSet(name, s.options, s.repeats, s.weight, s.loss_weight))
+        out.append(DataSet(name, s.options, s.repeats, s.weight, s.loss_weight, s.is_reg))
     return out
+
+
+def check_data_sets(cfg: TrainConfig) -> None:
+    """A dataset config's and prior preservation's checks (``check-data`` runs them as ``train`` does)."""
+    if cfg.data.dataset_config:
+        _check_dataset_config(cfg)
+    _check_prior(cfg)
+
+
+#: the options of prior preservation's class images, read only with --with_prior_preservation
+_CLASS_OPTIONS = ("class_data_dir", "class_prompt", "num_class_images", "sample_batch_size")
+
+
+def _check_prior(cfg: TrainConfig) -> None:
+    """Prior preservation's options: its class folder given, one source of class images, and no class option
+    given without it (it would be ignored)."""
+    data = cfg.data
+    reg = [s.name for s in read_data_sets(data.dataset_config) if s.is_reg] if data.dataset_config else []
+    if data.with_prior_preservation:
+        if reg:
+            raise UserError(
+                f"--with_prior_preservation and the dataset config's `is_reg` set `{reg[0]}` both name the class "
+                "images. Keep one: drop the flag (the set is the class images) or the set's `is_reg`."
+            )
+        if not data.class_data_dir:
+            raise UserError(
+                "--with_prior_preservation needs --class_data_dir: the folder of class images (e.g. photos of dogs "
+                "for `a photo of sks dog`), read as --train_data_dir is; when it holds fewer than --num_class_images "
+                "(100 unless given), the rest are generated there from --class_prompt with the base model."
+            )
+        return
+    given = [f"--{n}" for n in _CLASS_OPTIONS if cfg.is_set(n)]
+    if cfg.is_set("prior_loss_weight") and not reg:
+        given.append("--prior_loss_weight")
+    if given:
+        raise UserError(
+            f"{', '.join(given)} belong(s) to prior preservation, which is off, so it would be ignored. Add "
+            "--with_prior_preservation (with --class_data_dir and --class_prompt), mark a dataset config's set "
+            f"`is_reg: true`, or remove {' and '.join(given)}."
+        )
+
+
+def _check_dataset_config(cfg: TrainConfig) -> None:
+    """A dataset config's sets read (every key and value checked), each set's options judged for the family as
+    its flags would be, and no run-level data source beside them."""
+    path = cfg.data.dataset_config
+    assert path
+    beside = [f"--{n}" for n in ("train_data_dir", "dataset_name") if getattr(cfg.data, n)]
+    if beside:
+        raise UserError(
+            f"{' and '.join(beside)} and the dataset config `{path}` both name the training data; each set of the "
+            "dataset config names its own folder or dataset. Move it into the dataset config as a set "
+            f"(`train_data_dir: {getattr(cfg.data, beside[0][2:])}`), or drop --dataset_config / `datasets:`."
+        )
+    capabilities = families.source().capabilities(cfg.model.family)
+    if "VideoQA" in capabilities:
+        raise UserError(
+            f"`{cfg.model.family}` is a video LLM, which reads one annotation file of conversations; a dataset config "
+            f"(`{path}`) lists data sets for the diffusion families. Give the annotation folder as --train_data_dir."
+        )
+    for i, data_set in enumerate(read_data_sets(path, video="VideoFrames" in capabilities), 1):
+        explicit = frozenset(data_set.options)
+        probe = dataclasses.replace(cfg, **data_set.options, explicit=explicit)
+        where = f"data set {i} of {path}"
+        check_applies(probe, lambda name: f"`{name}` in {where}")  # noqa: B023 (called before the next set)
+        if probe.video.frame_buckets:
+            clash = [n for n in ("max_num_frames", "height", "width") if getattr(probe.video, n) is not None]
+            if clash:
+                raise UserError(
+                    f"`frame_buckets: {probe.video.frame_buckets}` of data set {i} (`{data_set.name}`) of {path} sets "
+                    f"every clip's frames and size, so {', '.join(f'`{n}`' for n in clash)} (given to the set, in "
+                    "`general`, or to the run) would be ignored for it. Give every set its own sizes, or drop "
+                    f"{', '.join(f'`{n}`' for n in clash)} from the run's options."
+                )

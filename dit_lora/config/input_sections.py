@@ -184,6 +184,56 @@ class DataOptions:
         section="data",
         resume="free",
     )
+    with_prior_preservation: bool = opt(
+        False,
+        "Prior preservation (diffusers' DreamBooth flag): every micro-batch pairs its images with as many class "
+        "images of --class_data_dir, and the loss adds --prior_loss_weight times the class images' loss (one "
+        "backward), which keeps the model's idea of the class while it learns the instance. Missing class images "
+        "(up to --num_class_images) are generated with the base model from --class_prompt before training. A dataset "
+        "config's set with `is_reg: true` is the class data instead.",
+        section="data",
+        applies=DIFFUSION_FAMILIES,
+    )
+    class_data_dir: str | None = opt(
+        None,
+        "The class (regularization) images of --with_prior_preservation, read as --train_data_dir is; generated "
+        "images are written here (`class_00000.png`, ...).",
+        section="data",
+        resume="free",
+        applies=DIFFUSION_FAMILIES,
+    )
+    class_prompt: str | None = opt(
+        None,
+        "The caption of every class image (e.g. `a photo of dog`) and the prompt generated ones are made from; "
+        "without it the class images need captions of their own and none can be generated.",
+        section="data",
+        applies=DIFFUSION_FAMILIES,
+    )
+    num_class_images: int = opt(
+        100,
+        "Class images of --with_prior_preservation: the first this many of --class_data_dir are used, and when it "
+        "holds fewer the rest are generated (image families).",
+        section="data",
+        resume="free",
+        valid=POSITIVE,
+        applies=DIFFUSION_FAMILIES,
+    )
+    prior_loss_weight: float = opt(
+        1.0,
+        "The weight of the class images' loss against the instance images' (--with_prior_preservation, or a "
+        "dataset config's `is_reg` set).",
+        section="data",
+        valid=POSITIVE,
+        applies=DIFFUSION_FAMILIES,
+    )
+    sample_batch_size: int = opt(
+        4,
+        "Class images generated per call of the base model (--num_class_images).",
+        section="data",
+        resume="free",
+        valid=POSITIVE,
+        applies=DIFFUSION_FAMILIES,
+    )
     max_bad_samples_fraction: float = opt(
         0.05,
         "Stop when more than this fraction of samples cannot be read (they are skipped and named).",

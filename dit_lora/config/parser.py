@@ -7,7 +7,6 @@ option; values are coerced to the field's type and checked before any model is l
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import re
 import sys
@@ -23,7 +22,7 @@ from dit_lora.config import families, owners
 from dit_lora.config.adapter_types import check_type_options
 from dit_lora.config.applies import check_applies
 from dit_lora.config.data_kind import video_llm_data_message
-from dit_lora.config.dataset_config import DATASETS_KEY, check_standalone, read_data_sets
+from dit_lora.config.dataset_config import DATASETS_KEY, check_data_sets, check_standalone
 from dit_lora.config.lycoris_args import network_args_values
 from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
@@ -130,8 +129,9 @@ def ai_toolkit_message(path: Path) -> str:
     return (
         f"The config file `{path}` is an ai-toolkit config (top-level `job`/`config` with a `process` list): "
         "dit-lora's YAML is flat, one `option: value` per line at the top level, the same names as its --flags. "
-        f"Rewrite it as such; its main keys map as {', '.join(pairs)}. docs/guides/migrating.md lists every "
-        "ai-toolkit key and its dit-lora option (or that there is none)."
+        f"Rewrite it as such; its main keys map as {', '.join(pairs)}. Its `datasets:` are read as they are with "
+        f"--dataset_config {path}. docs/guides/migrating.md lists every ai-toolkit key and its dit-lora option (or "
+        "that there is none)."
     )
 
 
@@ -482,40 +482,6 @@ def _refuse_unknown(unknown: list[str], yaml_path: str | None, data: dict | None
             raise UserError(unknown_options_message(keys, sorted(known - {"config"}), f"in {yaml_path}", yaml_words))
 
 
-def _check_dataset_config(cfg: TrainConfig) -> None:
-    """A dataset config's sets read (every key and value checked), each set's options judged for the family as
-    its flags would be, and no run-level data source beside them."""
-    path = cfg.data.dataset_config
-    assert path
-    beside = [f"--{n}" for n in ("train_data_dir", "dataset_name") if getattr(cfg.data, n)]
-    if beside:
-        raise UserError(
-            f"{' and '.join(beside)} and the dataset config `{path}` both name the training data; each set of the "
-            "dataset config names its own folder or dataset. Move it into the dataset config as a set "
-            f"(`train_data_dir: {getattr(cfg.data, beside[0][2:])}`), or drop --dataset_config / `datasets:`."
-        )
-    capabilities = families.source().capabilities(cfg.model.family)
-    if "VideoQA" in capabilities:
-        raise UserError(
-            f"`{cfg.model.family}` is a video LLM, which reads one annotation file of conversations; a dataset config "
-            f"(`{path}`) lists data sets for the diffusion families. Give the annotation folder as --train_data_dir."
-        )
-    for i, data_set in enumerate(read_data_sets(path, video="VideoFrames" in capabilities), 1):
-        explicit = frozenset(data_set.options)
-        probe = dataclasses.replace(cfg, **data_set.options, explicit=explicit)
-        where = f"data set {i} of {path}"
-        check_applies(probe, lambda name: f"`{name}` in {where}")  # noqa: B023 (called before the next set)
-        if probe.video.frame_buckets:
-            clash = [n for n in ("max_num_frames", "height", "width") if getattr(probe.video, n) is not None]
-            if clash:
-                raise UserError(
-                    f"`frame_buckets: {probe.video.frame_buckets}` of data set {i} (`{data_set.name}`) of {path} sets "
-                    f"every clip's frames and size, so {', '.join(f'`{n}`' for n in clash)} (given to the set, in "
-                    "`general`, or to the run) would be ignored for it. Give every set its own sizes, or drop "
-                    f"{', '.join(f'`{n}`' for n in clash)} from the run's options."
-                )
-
-
 def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:
     """Checks that need no model or data: ranges and combinations of options, and optional packages (not for
     ``dit-lora plan``, ``needs_data=False``: it plans a run on a GPU it need not be on, with no package imported:
@@ -573,10 +539,9 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
             "No model given: set --pretrained_model_name_or_path to a Hub id (e.g. "
             "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers) or a local diffusers folder."
         )
-    if cfg.data.dataset_config:
-        _check_dataset_config(cfg)
-    elif not cfg.model.demo and needs_data:
+    if not cfg.data.dataset_config and not cfg.model.demo and needs_data:
         check_one_source(cfg.data.train_data_dir, cfg.data.dataset_name, "images or videos with captions")
+    check_data_sets(cfg)
     if cfg.data.validation_split is not None and cfg.data.validation_data_dir:
         raise UserError(
             f"--validation_split {cfg.data.validation_split:g} and --validation_data_dir `{cfg.data.validation_data_dir}` both "
@@ -584,8 +549,11 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
             "folder is a separate data set. Give one of them."
         )
     check_output_name(cfg.training.output_name)
-    if cfg.hub.push_to_hub and not cfg.hub.hub_model_id:
-        raise UserError("--push_to_hub needs --hub_model_id (e.g. `me/my-sana-lora`).")
+    if cfg.validation.validation_epochs is not None and cfg.is_set("validation_steps"):
+        raise UserError(
+            f"--validation_epochs {cfg.validation.validation_epochs} and --validation_steps "
+            f"{cfg.validation.validation_steps} both say how often to validate. Give one of them."
+        )
     if cfg.hub.push_later_ok and not cfg.hub.push_to_hub:
         # Accepting it would let a user believe the run pushes later, when nothing is pushed at all.
         raise UserError(

@@ -9,6 +9,7 @@ refused. The mapping is the migration guide's table (docs/guides/migrating.md).
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any
 
@@ -131,10 +132,12 @@ def translate(
     theirs = {k: v for k, v in entry.items() if k not in kept}
     try:
         if flavour == MUSUBI:
-            sets, notes = [_musubi(theirs, video=video, where=where)], _ignored(theirs, MUSUBI_IGNORED, MUSUBI_MAPPED)
+            sets = [_musubi(theirs, video=video, where=where)]
+            notes = _ignored(theirs, MUSUBI_IGNORED, MUSUBI_MAPPED, where)
             notes += _musubi_dropped(theirs, video=video)
         else:
-            sets, notes = _ai_toolkit(theirs, video=video), _ignored(theirs, AI_TOOLKIT_IGNORED, AI_TOOLKIT_MAPPED)
+            sets = _ai_toolkit(theirs, video=video)
+            notes = _ignored(theirs, AI_TOOLKIT_IGNORED, AI_TOOLKIT_MAPPED, where)
             if video and "resolution" in theirs:
                 notes.append("`resolution` (clips take the checkpoint's size or --height/--width, or --frame_buckets)")
     except (TypeError, ValueError):
@@ -160,6 +163,11 @@ def _musubi_dropped(entry: dict[str, Any], *, video: bool) -> list[str]:
         )
     if "target_frames" in entry and not (video and isinstance(entry.get("resolution"), list)):
         notes.append("`target_frames` (frame buckets need a video family and `resolution = [W, H]`)")
+    elif isinstance(entry.get("target_frames"), list) and len(entry["target_frames"]) > 1:
+        notes.append(
+            "`target_frames` with several counts (they are frame buckets: each clip trains once, in the bucket of the "
+            "most frames it fills; musubi-tuner takes a sample of each count from every clip)"
+        )
     return notes
 
 
@@ -184,9 +192,15 @@ AI_TOOLKIT_MAPPED = frozenset(
 )
 
 
-def _ignored(entry: dict[str, Any], table: dict[str, str], mapped: frozenset[str]) -> list[str]:
+def _ignored(entry: dict[str, Any], table: dict[str, str], mapped: frozenset[str], where: str) -> list[str]:
     """``key (why)`` for each key of ``entry`` the translation leaves out: those of ``table`` with their reason,
-    any other unmapped one as having no counterpart."""
+    any other unmapped one as having no counterpart; a key a letter or two from one the translation reads is a typo,
+    refused naming it (left out, it would train without what it meant)."""
+    unknown = [k for k in entry if k not in mapped and k not in table]
+    for key in unknown:
+        close = difflib.get_close_matches(key, sorted(mapped), n=1, cutoff=0.8)
+        if close:
+            raise UserError(f"{where} has the key `{key}`: did you mean `{close[0]}`? Fix the key.")
     return [f"`{k}` ({table.get(k, 'no counterpart in dit-lora')})" for k in entry if k not in mapped or k in table]
 
 
@@ -252,11 +266,17 @@ def _ai_toolkit(entry: dict[str, Any], *, video: bool) -> list[dict[str, Any]]:
 
 
 def ignored_paragraph(path, flavour: str, notes: list[str]) -> str | None:
-    """The one paragraph naming what the run leaves out of a ``flavour`` file, or None."""
-    if not notes:
+    """The one paragraph naming what the run leaves out of a ``flavour`` file, or None (nothing)."""
+    only = (
+        " Only the job's `datasets` are read: its model, network, train and sample sections are the run's options "
+        "(flags or --config)."
+        if flavour == AI_TOOLKIT
+        else ""
+    )
+    if not notes and not only:
         return None
-    unique = list(dict.fromkeys(notes))
+    left = f" left out: {'; '.join(dict.fromkeys(notes))}." if notes else ""
     return (
-        f"dataset config `{path}` ({flavour}'s): read as dit-lora's sets; left out: {'; '.join(unique)}. See "
-        "docs/guides/migrating.md for the mapping."
+        f"dataset config `{path}` ({flavour}'s): read as dit-lora's sets;{left}{only} See docs/guides/migrating.md "
+        "for the mapping."
     )

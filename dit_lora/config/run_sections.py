@@ -293,6 +293,13 @@ class ValidationOptions:
         section="validation",
         valid=POSITIVE,
     )
+    validation_epochs: int | None = opt(
+        None,
+        "Validate every this many epochs instead (diffusers' flag): --validation_steps becomes this many epochs' "
+        "updates once the data's epoch length is known (said in the log).",
+        section="validation",
+        valid=POSITIVE,
+    )
     num_validation_images: int = opt(
         2, "Images per validation run.", section="validation", valid=POSITIVE, applies=DIFFUSION_FAMILIES
     )

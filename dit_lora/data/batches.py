@@ -191,6 +191,80 @@ class EpochBatches:
         return order
 
 
+#: the batch key of a micro-batch's class images (prior preservation), collated apart by :class:`PriorCollate`
+PRIOR = "prior"
+#: what the class images' order adds to the run's seed, so that it is not the instance order's shuffle
+_PRIOR_SEED = 7_777_777
+
+
+class PairedBatches:
+    """The batch order of a run with class images (prior preservation, diffusers' DreamBooth): every batch of the
+    instance ``order`` followed by a batch of class images (indices ``offset`` on: they come after the training
+    samples), which :class:`PriorCollate` collates apart. The class batches run through their own seeded order
+    (``prior``: an :class:`EpochBatches` of the class images, every rank alike), one per instance batch, so the
+    pairing is a pure function of (seed, epoch, position) and a resumed run draws the same pairs. Reads as the
+    instance order does everywhere else (length, largest batch, seed)."""
+
+    def __init__(self, order: EpochBatches, prior: EpochBatches, offset: int) -> None:
+        self.order, self.prior, self.offset = order, prior, offset
+        self._epochs: dict[int, list[list[BatchItem]]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.order, name)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def batches(self, epoch: int, start: int = 0) -> Iterator[list[BatchItem]]:
+        """The instance batches of ``epoch`` from ``start`` on, each with its class images after it."""
+        for position, items in enumerate(self.order.batches(epoch, start), start):
+            yield items + [self._shifted(item) for item in self.class_batch(epoch, position)]
+
+    def class_batch(self, epoch: int, position: int) -> list[BatchItem]:
+        """The class images paired with batch ``position`` of ``epoch``: the next of the class order's batches,
+        counting every instance batch before it (the class order's epochs run on as they run out)."""
+        count = epoch * len(self.order) + position
+        class_epoch, index = divmod(count, len(self.prior))
+        if class_epoch not in self._epochs:
+            self._epochs = {class_epoch: list(self.prior.batches(class_epoch))}  # one class epoch at a time
+        return self._epochs[class_epoch][index]
+
+    def _shifted(self, item: BatchItem) -> BatchItem:
+        index, flip = item[0], item[1]
+        return (index + self.offset, flip)
+
+
+def paired_order(order: EpochBatches, class_groups: list[int] | None, count: int, offset: int) -> PairedBatches:
+    """``order`` paired with class batches of the ``count`` class images (``class_groups``: their buckets) at
+    ``order``'s batch size, ranks and flips, seeded apart from it."""
+    prior = EpochBatches(
+        count,
+        order.batch_size,
+        seed=order.seed + _PRIOR_SEED,
+        rank=order.rank,
+        world_size=order.world_size,
+        random_flip=order.random_flip,
+        groups=class_groups,
+    )
+    return PairedBatches(order, prior, offset)
+
+
+class PriorCollate:
+    """A paired micro-batch collated as two: the instance items (index below ``start``) as the run's batch, the
+    class images' under :data:`PRIOR` (each by ``collate``)."""
+
+    def __init__(self, collate: Callable[[list[dict[str, Any]]], dict[str, Any]], start: int) -> None:
+        self.collate, self.start = collate, start
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        own = [it for it in items if int(it["sample_index"]) < self.start]
+        prior = [it for it in items if int(it["sample_index"]) >= self.start]
+        batch = self.collate(own)
+        if prior:
+            batch[PRIOR] = self.collate(prior)
+        return batch
+
+
 class _ListSampler:
     """Feeds precomputed batches to a DataLoader (which then handles workers and prefetch)."""
 
@@ -333,7 +407,11 @@ def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def epoch_loader(dataset, collate_fn, order: EpochBatches, epoch: int, start: int, num_workers: int):
+#: a run's batch order: the plain one, or paired with class images
+BatchOrder = EpochBatches | PairedBatches
+
+
+def epoch_loader(dataset, collate_fn, order: BatchOrder, epoch: int, start: int, num_workers: int):
     """A DataLoader over ``epoch`` starting at batch ``start``, batched by ``collate_fn`` (``PreparedData.collate``)."""
     # DataLoader draws a worker base seed from its generator (default: the global RNG) whenever an
     # iterator starts; a private generator keeps the global stream (LoRA dropout) resume-exact.

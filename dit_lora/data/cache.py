@@ -215,7 +215,8 @@ def build_cache(
     # Repeats of one image (a kohya N_words folder) share one cache file: encode it once, for its first index.
     copies = first_per_file(todo, files)
     todo = [i for i in todo if copies[i] == i]
-    Path(files[todo[0]]).parent.mkdir(parents=True, exist_ok=True)
+    for folder in {Path(files[i]).parent for i in todo}:  # several data sets: a namespace folder each
+        folder.mkdir(parents=True, exist_ok=True)
     desc = "caching" if world <= 1 else f"caching (rank {rank}'s share, {world} ranks)"
 
     encode = _batch_encoder(samples, encode_images, encode_prompts, encode_samples, random_flip)

@@ -25,7 +25,7 @@ import torch
 from dit_lora.config.dataset_config import DataSet, read_dataset_config
 from dit_lora.contract import spec as fallback
 from dit_lora.core.errors import UserError
-from dit_lora.data.batches import unpack_item
+from dit_lora.data.batches import EpochBatches, PairedBatches, paired_order, unpack_item
 from dit_lora.data.cache import cache_files, cache_namespace
 from dit_lora.data.held_out import folder_config, handler_for_source
 from dit_lora.data.kohya import plural
@@ -45,12 +45,52 @@ def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
     return dataclasses.replace(cfg, **values, explicit=explicit)
 
 
+#: the name of the class images' set that --with_prior_preservation adds (its samples' keys start `class/`)
+CLASS_SET = "class"
+
+
+def has_sets(cfg: TrainConfig) -> bool:
+    """Whether the run reads its data as sets: a dataset config, or prior preservation's class images."""
+    return bool(cfg.data.dataset_config or cfg.data.with_prior_preservation)
+
+
+def run_sets(cfg: TrainConfig, *, video: bool = False) -> tuple[list[DataSet], str | None]:
+    """The run's data sets, the class images' set (``is_reg``) last, and the note on what of another trainer's
+    dataset file was left out: the dataset config's sets, or the run's own data; with --with_prior_preservation,
+    and --class_data_dir as the class set (its captions --class_prompt, its first --num_class_images images)."""
+    note = None
+    if cfg.data.dataset_config:
+        read = read_dataset_config(cfg.data.dataset_config, video=video)
+        sets, note = list(read.sets), read.note
+    else:
+        source = "train_data_dir" if cfg.data.train_data_dir else "dataset_name"
+        sets = [DataSet("instance", {source: getattr(cfg.data, source)})]
+    if cfg.data.with_prior_preservation and cfg.data.class_data_dir:
+        options: dict[str, Any] = {
+            "train_data_dir": cfg.data.class_data_dir,
+            "max_train_samples": cfg.data.num_class_images,
+        }
+        if cfg.data.class_prompt:
+            options["instance_prompt"] = cfg.data.class_prompt
+        taken = {s.name for s in sets}
+        name = CLASS_SET if CLASS_SET not in taken else f"{CLASS_SET}-{len(sets) + 1}"
+        sets.append(DataSet(name, options, is_reg=True))
+    return [s for s in sets if not s.is_reg] + [s for s in sets if s.is_reg], note
+
+
 def set_configs(cfg: TrainConfig, *, video: bool = False) -> list[TrainConfig]:
-    """The config each data set reads (:func:`set_config`), or ``[cfg]`` without a dataset config: what sizes the
-    run meets (the memory plan plans every set's)."""
-    if not cfg.data.dataset_config:
+    """The config each data set reads (:func:`set_config`), or ``[cfg]`` for one data set: what sizes the run meets
+    (the memory plan plans every set's). With class images a micro-batch holds as many of them as of its own
+    images, which the plan counts as a batch twice the size (two forwards keep their activations for one
+    backward)."""
+    if not has_sets(cfg):
         return [cfg]
-    return [set_config(cfg, s) for s in read_dataset_config(cfg.data.dataset_config, video=video).sets]
+    sets, _ = run_sets(cfg, video=video)
+    configs = [set_config(cfg, s) for s in sets]
+    if any(s.is_reg for s in sets):
+        doubled = dataclasses.replace(cfg.training, train_batch_size=2 * cfg.training.train_batch_size)
+        configs = [dataclasses.replace(c, training=doubled) for c in configs]
+    return configs
 
 
 def distinct(batches: Sequence[tuple[str, tuple[int, ...]]]) -> list[tuple[str, tuple[int, ...]]]:
@@ -74,9 +114,10 @@ def refusal(spec: FamilySpec, handler: Any) -> str | None:
     else:
         return None
     return (
-        f"`{spec.name}` does not train from a dataset config (--dataset_config, or `datasets:` in --config): {why}. "
-        "Give its data as --train_data_dir or --dataset_name; to mix folders, gather them in one folder (kohya "
-        "`N_name` sub-folders give each its repeats)."
+        f"`{spec.name}` does not train from several data sets (a dataset config, --dataset_config or `datasets:` in "
+        f"--config, or --with_prior_preservation's class images): {why}. Give its data as --train_data_dir or "
+        "--dataset_name; to mix folders, gather them in one folder (kohya `N_name` sub-folders give each its "
+        "repeats)."
     )
 
 
@@ -89,6 +130,18 @@ class SetMix:
     weights: tuple[float, ...] | None
     loss_weights: tuple[float, ...]
     of_sample: tuple[int, ...]
+    #: which set holds the class images of prior preservation (``is_reg``: the last, its samples a suffix)
+    reg: tuple[bool, ...] = ()
+    #: the class images' loss weight (--prior_loss_weight)
+    prior_loss_weight: float = 1.0
+
+    @property
+    def prior_start(self) -> int | None:
+        """The index of the first class image among the samples (they come last), or None without class images."""
+        for i, k in enumerate(self.of_sample):
+            if self.reg and self.reg[k]:
+                return i
+        return None
 
     def loss_weight(self, sample_index: int) -> float:
         """The loss factor of the set sample ``sample_index`` belongs to."""
@@ -115,21 +168,45 @@ class SetMix:
                 "name": n,
                 "samples": counts[i],
                 "weight": None if self.weights is None else self.weights[i],
-                "loss_weight": self.loss_weights[i],
+                "loss_weight": self.prior_loss_weight if self.reg and self.reg[i] else self.loss_weights[i],
                 "batches": given[i],
+                **({"is_reg": True} if self.reg and self.reg[i] else {}),
             }
             for i, n in enumerate(self.names)
         ]
+
+
+def batch_order(data: Any, batch_size: int, **order: Any) -> EpochBatches | PairedBatches:
+    """The run's batch order over ``data`` (a :class:`~dit_lora.data.prepare.PreparedData`; ``order``: seed, rank,
+    world_size, random_flip, caption_dropout): :class:`~dit_lora.data.batches.EpochBatches` over its training
+    samples, weighted by its sets, and with class images each batch paired with a batch of them
+    (:func:`~dit_lora.data.batches.paired_order`)."""
+    sets: SetMix | None = data.sets
+    start = sets.prior_start if sets is not None else None
+    count = len(data) if start is None else start
+    groups = data.groups[:count] if data.groups is not None else None
+    main = EpochBatches(
+        count,
+        batch_size,
+        groups=groups,
+        sets=sets.of_sample[:count] if sets is not None else None,
+        set_weights=sets.weights if sets is not None else None,
+        set_names=sets.names if sets is not None else None,
+        **order,
+    )
+    if start is None:
+        return main
+    class_groups = data.groups[start:] if data.groups is not None else None
+    return paired_order(main, class_groups, len(data) - start, offset=start)
 
 
 class SetsMedia:
     """A :class:`~dit_lora.data.prepare.MediaHandler` over several sets, one family handler each (see the module)."""
 
     def __init__(self, cfg: TrainConfig, spec: FamilySpec, make: Callable[[TrainConfig], Any] | None = None) -> None:
-        assert cfg.data.dataset_config, "SetsMedia reads --dataset_config"
+        assert has_sets(cfg), "SetsMedia reads --dataset_config or --with_prior_preservation's class images"
         self.cfg, self.spec = cfg, spec
-        read = read_dataset_config(cfg.data.dataset_config, video=spec.video_frames is not None)
-        self.sets, self.note = read.sets, read.note
+        self.sets, self.note = run_sets(cfg, video=spec.video_frames is not None)
         make = make or (lambda c: spec.data.data_handler(c, spec))
         self.configs = [set_config(cfg, s) for s in self.sets]
         self.children = [make(c) for c in self.configs]
@@ -147,14 +224,21 @@ class SetsMedia:
         if self.sets[0].weight is not None:
             total = sum(s.weight or 0.0 for s in self.sets)
             weights = tuple((s.weight or 0.0) / total for s in self.sets)
-        mix = SetMix(tuple(s.name for s in self.sets), weights, tuple(s.loss_weight for s in self.sets), ())
+        names, loss_weights = tuple(s.name for s in self.sets), tuple(s.loss_weight for s in self.sets)
+        reg = tuple(s.is_reg for s in self.sets)
+        mix = SetMix(names, weights, loss_weights, (), reg, self.cfg.data.prior_loss_weight)
         return mix.for_samples(samples)
+
+    def is_reg(self, sample: Any) -> bool:
+        """Whether ``sample`` is a class image of prior preservation."""
+        return self.sets[int(getattr(sample, "data_set", 0))].is_reg
 
     def _header(self, k: int) -> str:
         s = self.sets[k]
         extras = [plural(s.repeats, "repeat")] if s.repeats > 1 else []
         extras += [f"weight {s.weight:g}"] if s.weight is not None else []
         extras += [f"loss weight {s.loss_weight:g}"] if s.loss_weight != 1.0 else []
+        extras += [f"class images, loss weight {self.cfg.data.prior_loss_weight:g}"] if s.is_reg else []
         said = f" ({', '.join(extras)})" if extras else ""
         return f"data set {k + 1}/{len(self.sets)} `{s.name}`: {s.source}{said}"
 
@@ -280,5 +364,5 @@ class _SetsDataset(torch.utils.data.Dataset):
 
 
 def sets_media(cfg: TrainConfig, spec: FamilySpec) -> SetsMedia | None:
-    """The run's :class:`SetsMedia` when it reads a dataset config, else None."""
-    return SetsMedia(cfg, spec) if cfg.data.dataset_config else None
+    """The run's :class:`SetsMedia` when it reads sets (a dataset config, or class images), else None."""
+    return SetsMedia(cfg, spec) if has_sets(cfg) else None

@@ -29,7 +29,7 @@ from dit_lora.core.collective import Failure, exchange, main_process_check
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import reporting_disk_full, write_json_atomic
 from dit_lora.core.progress import say
-from dit_lora.data import aspect, caption_dropout, held_out, masks, preflight
+from dit_lora.data import aspect, caption_dropout, class_images, held_out, masks, preflight
 from dit_lora.data import batches as batch_lib
 from dit_lora.data.cache import (
     build_cache,
@@ -353,6 +353,7 @@ def check_image_buckets(spec: FamilySpec, cfg: TrainConfig) -> None:
     """A bad ``--aspect_buckets`` ends an image family's run before anything loads, in one paragraph (a family
     without ``image_buckets``, e.g. a video one, ignores the flag); so does a dataset config the family cannot
     train, or a set's own bad ``aspect_buckets``."""
+    class_images.check(cfg, spec)  # class images that must be generated and cannot be
     media = sets_media(cfg, spec)  # reads the dataset config and refuses a family that cannot train sets
     for config in media.configs if media is not None else [cfg]:
         if spec.image_buckets is not None:
@@ -524,8 +525,12 @@ def _screened_samples(cfg: TrainConfig, media, accelerator, log) -> tuple[list, 
     try:
         samples = media.screen(samples, log=log, quarantine=left_out.entries)
         left_out.stop_if_too_many()
+        # prior preservation's class images are never held out (they come last, after the training samples)
+        reg = [s for s in samples if isinstance(media, SetsMedia) and media.is_reg(s)]
+        samples = [s for s in samples if not (isinstance(media, SetsMedia) and media.is_reg(s))]
         # the validation loss's samples: out of the training samples, or from their own folder (every rank alike)
         samples, held = held_out.choose(media, samples, cfg, log=log, quarantine=left_out.entries)
+        samples += reg
     except UserError:
         write_quarantine(cfg.training.output_dir, accelerator, left_out.entries)
         raise
@@ -697,16 +702,32 @@ def prepare_data(cfg: TrainConfig, spec: FamilySpec, comps, accelerator, media=N
     if cfg.data.caption_dropout_probability > 0:
         log(caption_dropout.start_line(cfg.data.caption_dropout_probability))
     if cfg.data.cache_latents and media.cacheable:
-        return _cached_data(cfg, spec, media, comps, samples, held, left_out, accelerator, log)
+        return _paired(_cached_data(cfg, spec, media, comps, samples, held, left_out, accelerator, log))
     write_quarantine(cfg.training.output_dir, accelerator, left_out.entries)
     world = accelerator.num_processes
-    return PreparedData(
-        media.raw_dataset(samples),
-        media.collate,
-        samples,
-        False,
-        left_out.entries,
-        groups=media.groups(samples, world_size=world, log=log),
-        held_out=PreparedData(media.raw_dataset(held), media.collate, held, False) if held else None,
-        sets=media.mix(samples) if isinstance(media, SetsMedia) else None,
+    return _paired(
+        PreparedData(
+            media.raw_dataset(samples),
+            media.collate,
+            samples,
+            False,
+            left_out.entries,
+            groups=media.groups(samples, world_size=world, log=log),
+            held_out=PreparedData(media.raw_dataset(held), media.collate, held, False) if held else None,
+            sets=media.mix(samples) if isinstance(media, SetsMedia) else None,
+        )
     )
+
+
+def _paired(data: PreparedData) -> PreparedData:
+    """``data`` whose micro-batches carry their class images apart (prior preservation:
+    :class:`~dit_lora.data.batches.PriorCollate`), or ``data`` as it is."""
+    start = data.sets.prior_start if data.sets is not None else None
+    if start is None:
+        if data.sets is not None and any(data.sets.reg):
+            raise UserError(
+                "No class image of prior preservation could be encoded (each is named with its reason in "
+                "quarantine.json): check the class images, or train without --with_prior_preservation / `is_reg`."
+            )
+        return data
+    return dataclasses.replace(data, collate=batch_lib.PriorCollate(data.collate, start))

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import torch
 
 from dit_lora.config.schema import KernelOptions
+from dit_lora.data.batches import PRIOR
 from dit_lora.kernels import kernel_runtime, patch_model
 from dit_lora.kernels.monitor import install_sample_mixing_modulate
 from dit_lora.modeling import activation_offload, block_swap
@@ -207,9 +208,11 @@ class DataSets(Feature):
     """A dataset config's sets (:class:`~dit_lora.data.data_sets.SetMix`): a batch holds one set's samples, so its
     loss enters the backward times that set's ``loss_weight`` (``StepContext.loss_factor``: the logged loss and the
     guard's spike statistics stay unweighted), read on the host from the loader's sample indices before the batch
-    moves (no device read); sets all weighing 1 (or one data set) multiply nothing. It counts the micro-batches each
-    set gave (every checkpoint keeps the counts, so a resumed run's equal an uninterrupted one's; the summary's
-    ``data_sets`` lists them)."""
+    moves (no device read); sets all weighing 1 (or one data set) multiply nothing. With class images (prior
+    preservation) each micro-batch carries a batch of them (``PRIOR``): their loss, the family's own loss on them
+    with the step's generator, is added times --prior_loss_weight before the one backward, as diffusers' DreamBooth
+    scripts add it. It counts the micro-batches each set gave (every checkpoint keeps the counts, so a resumed run's
+    equal an uninterrupted one's; the summary's ``data_sets`` lists them)."""
 
     key: ClassVar[str | None] = "data_sets"
     state_optional: ClassVar[bool] = True  # a checkpoint written before dataset configs has none
@@ -224,7 +227,18 @@ class DataSets(Feature):
         k = sets.of_sample[int(ctx.batch["sample_index"][0])]
         self.batches += [0] * (len(sets.names) - len(self.batches))
         self.batches[k] += 1
+        prior = ctx.batch.get(PRIOR)
+        if prior is not None:
+            self.batches[sets.of_sample[int(prior["sample_index"][0])]] += 1
         ctx.loss_factor = sets.loss_weights[k]
+
+    def after_loss(self, run, ctx: StepContext, loss: torch.Tensor) -> torch.Tensor:
+        prior = ctx.batch.get(PRIOR)
+        if prior is None:
+            return loss
+        with run.accelerator.autocast():
+            prior_loss = run.spec.loss.compute_loss(run.comps, run.model, prior, run.update.generator, run.cfg)
+        return loss + run.data.sets.prior_loss_weight * prior_loss
 
     def state_dict(self) -> dict[str, Any]:
         return {"batches": list(self.batches)} if self.batches else {}

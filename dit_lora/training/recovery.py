@@ -48,7 +48,7 @@ class Recovery:
         comps,
         cfg: TrainConfig,
         data,
-        order: batch_lib.EpochBatches,
+        order: batch_lib.BatchOrder,
         injector,
         load_batch: Callable[[dict, int], dict],
         log: Callable[[str], None],

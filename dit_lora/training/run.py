@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_json_atomic
 from dit_lora.core.progress import say
 from dit_lora.data import batches as batch_lib
+from dit_lora.data import class_images
+from dit_lora.data.data_sets import batch_order
 from dit_lora.data.prepare import prepare_data
 from dit_lora.modeling import quantize, trainables
 from dit_lora.modeling.quantize import QuantizeError
@@ -116,7 +118,7 @@ class Schedule:
     """How far the run goes and in what order: the batch order, the updates, the guard's check interval, the
     learning-rate schedule (built by :func:`_build_optimizer`)."""
 
-    order: batch_lib.EpochBatches
+    order: batch_lib.BatchOrder
     max_steps: int
     interval: int  # the guard's check interval, in updates
     lr_scheduler: Any
@@ -168,7 +170,12 @@ class Run:
         The loop and the recovery's replay of a faulty step both go through here, so a replay sees what the
         step saw.
         """
+        prior = batch.pop(batch_lib.PRIOR, None)  # prior preservation's class images, prepared alike
         batch = self.spec.loss.prepare_batch(self.comps, batch, self.accelerator.device, self.data.cached)
+        if prior is not None:
+            batch[batch_lib.PRIOR] = self.spec.loss.prepare_batch(
+                self.comps, prior, self.accelerator.device, self.data.cached
+            )
         # The 1-based update number, a host int: a family may choose per step on the host (Wan A14B trains its
         # experts on alternate steps) without reading anything back from the device; a resumed run and a replay
         # see the same number.
@@ -425,6 +432,9 @@ def _load(run: Run) -> tuple[Any, Any, list[tuple[str, dict]]]:
             (prompt, samples.validation_inputs(comps, cfg.validation.one_prompt(prompt)))
             for prompt in cfg.validation.prompts
         ]
+    if class_images.missing(cfg):  # prior preservation's missing class images, from the whole base model
+        run.engine.bring_waiting(comps.model, spec.info.block_lists, cfg.performance.blocks_to_swap, device, run.log)
+        class_images.generate(cfg, spec, comps, run.accelerator, run.log)
     data = spec.data.build_data(cfg, spec, comps, run.accelerator)
     if data is None:  # the family keeps the standard data path
         data = prepare_data(cfg, spec, comps, run.accelerator)
@@ -465,6 +475,14 @@ def _install_kernels(run: Run) -> None:
     run.features.install(run, "kernels")
 
 
+def validation_every_epochs(cfg: TrainConfig, updates_per_epoch: int, log: Callable[[str], Any]) -> TrainConfig:
+    """``cfg`` validating every ``--validation_epochs`` epochs: --validation_steps that many epochs' updates."""
+    epochs = cfg.validation.validation_epochs or 1
+    steps = epochs * updates_per_epoch
+    log(f"--validation_epochs {epochs}: validating every {steps} updates ({updates_per_epoch} an epoch)")
+    return replace(cfg, validation=replace(cfg.validation, validation_steps=steps))
+
+
 def _build_optimizer(run: Run) -> tuple[torch.nn.Module, Any, Schedule, StepGuard]:
     """The optimizer's groups, the batch order and the schedule, the optimizer and the guard; the levers that hook
     the model before it is wrapped; the engine's ``prepare``. Returns (model, optimizer, schedule, guard)."""
@@ -472,24 +490,22 @@ def _build_optimizer(run: Run) -> tuple[torch.nn.Module, Any, Schedule, StepGuar
     world = accelerator.num_processes
     # FSDP2: before the groups, the optimizer must hold the sharded (DTensor) parameters
     run.engine.shard(model, run.spec.info, train_backbone=bool(run.trainables.backbone_names), log=run.log)
-    order = batch_lib.EpochBatches(
-        len(run.data),
+    order = batch_order(
+        run.data,
         cfg.training.train_batch_size,
         seed=cfg.training.seed,
         rank=accelerator.process_index,
         world_size=world,
         random_flip=cfg.data.random_flip,
-        groups=run.data.groups,
         caption_dropout=cfg.data.caption_dropout_probability,
-        sets=run.data.sets.of_sample if run.data.sets is not None else None,
-        set_weights=run.data.sets.weights if run.data.sets is not None else None,
-        set_names=run.data.sets.names if run.data.sets is not None else None,
     )
     groups = _param_groups(run, model, order.trained_batch(cfg.training.train_batch_size, run.log))
     run.record.group_info = trainables.describe_groups(groups)
     run.log("trainable parameter groups:\n" + trainables.format_groups(run.record.group_info))
     check_accumulation(cfg.training, len(order), len(run.data), world)
     updates_per_epoch = math.ceil(len(order) / cfg.training.gradient_accumulation_steps)
+    if cfg.validation.validation_epochs is not None:  # diffusers' flag, in this data's updates
+        cfg = run.cfg = validation_every_epochs(cfg, updates_per_epoch, run.log)
     max_steps = cfg.training.max_train_steps or cfg.training.num_train_epochs * updates_per_epoch
     optimizer, fused = make_optimizer(cfg.training, groups, accelerator.device)
     schedule = Schedule(
@@ -589,8 +605,12 @@ def _restore(run: Run) -> None:
     run.features.install(run, "restore")  # the EMA: before the first snapshot, which it follows
     run.recovery.start(run.engine.unwrap(run.model), run.state.global_step)
     run.update = UpdateState(generator=generator, losses=torch.zeros((), device=accelerator.device))
+    start = run.data.sets.prior_start if run.data.sets is not None else None
+    counted = (
+        f"{len(run.data)} samples" if start is None else f"{start} samples and {len(run.data) - start} class images"
+    )
     run.log(
-        f"training: {len(run.data)} samples, {accelerator.num_processes} process(es), batch "
+        f"training: {counted}, {accelerator.num_processes} process(es), batch "
         f"{run.schedule.order.largest_batch} x accumulation {cfg.training.gradient_accumulation_steps}, "
         f"{run.schedule.max_steps} updates"
     )

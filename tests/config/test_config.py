@@ -42,7 +42,6 @@ def test_unknown_yaml_key_names_closest(tmp_path):
     (["--lr_scheduler", "cosin"], "Did you mean `cosine`"),
     (["--weighting_scheme", "logit"], "not one of none, logit_normal"),
     (["--max_bad_samples_fraction", "1.5"], "max_bad_samples_fraction"),
-    (["--push_to_hub"], "--hub_model_id"),
     (["--loraplus_lr_ratio", "0.5"], "--loraplus_lr_ratio is 0.5; it must be a number >= 1: LoRA"),
     (["--max_consecutive_skips", "0"], "--max_consecutive_skips is 0; it must be an integer > 0"),
     (["--rollback_lr_factor", "0"], r"--rollback_lr_factor is 0; it must be a number in \(0, 1\]"),

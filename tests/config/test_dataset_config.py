@@ -67,7 +67,7 @@ def test_two_folders_of_one_name_are_told_apart(tmp_path):
         ([{"train_data_dir": "a", "weight": 1}, {"train_data_dir": "b"}], ["`a` give a `weight`", "or to none"]),
         ([{"train_data_dir": "a", "name": "x"}, {"train_data_dir": "b", "name": "x"}], ["two sets `x`"]),
         ([{"train_data_dir": "a", "resolution": "big"}], ["resolution", "data set 1 (of 1) of"]),
-        ([{"train_data_dir": "a", "is_reg": True}], ["`is_reg`", "not train regularization sets yet"]),
+        ([{"train_data_dir": "a", "is_reg": True}], ["only class images (`is_reg`)"]),
         ([], ["non-empty `datasets` list"]),
         (["a"], ["non-empty `datasets` list"]),
     ],
@@ -173,3 +173,42 @@ def test_a_sets_frame_buckets_beside_a_size_is_refused_naming_the_set(tmp_path):
         parse_config([*MODEL, "--family", "wan", "--dataset_config", str(path), "--height", "64"])
     assert "data set 1 (`clips`)" in str(err.value) and "`height`" in str(err.value)
     parse_config([*MODEL, "--family", "wan", "--dataset_config", str(path)])
+
+
+def test_one_set_of_class_images_paired_never_drawn(tmp_path):
+    reg, mine = read_data_sets(_write(tmp_path, [{"train_data_dir": "reg", "is_reg": True},
+                                                 {"train_data_dir": "mine"}]))
+    assert reg.is_reg and not mine.is_reg  # the file's order; the run puts the class set last
+    for sets, words in (
+        ([{"train_data_dir": "a", "is_reg": True}, {"train_data_dir": "b", "is_reg": True}, {"train_data_dir": "c"}],
+         "marks 2 sets `is_reg`"),
+        ([{"train_data_dir": "a", "is_reg": True}], "only class images"),
+        ([{"train_data_dir": "a", "is_reg": True, "weight": 1}, {"train_data_dir": "b", "weight": 1}],
+         "gives a `weight` or `loss_weight`"),
+        ([{"train_data_dir": "a", "is_reg": "yes"}, {"train_data_dir": "b"}], "Give true or false"),
+    ):
+        with pytest.raises(UserError, match=words):
+            read_data_sets(_write(tmp_path, sets))
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--with_prior_preservation"], "needs --class_data_dir"),
+        (["--class_prompt", "a dog"], "--class_prompt belong(s) to prior preservation, which is off"),
+        (["--prior_loss_weight", "0.5", "--num_class_images", "3"], "--num_class_images, --prior_loss_weight"),
+    ],
+)
+def test_prior_preservation_flags_are_judged_together(tmp_path, flags, words):
+    with pytest.raises(UserError) as err:
+        parse_config([*MODEL, "--family", "sana", "--train_data_dir", "a", *flags])
+    assert words in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_prior_preservation_and_a_class_set_are_one_source_too_many(tmp_path):
+    path = _write(tmp_path, [{"train_data_dir": "a"}, {"train_data_dir": "reg", "is_reg": True}])
+    with pytest.raises(UserError, match="both name the class images"):
+        parse_config([*MODEL, "--family", "sana", "--dataset_config", str(path), "--with_prior_preservation",
+                      "--class_data_dir", "c"])
+    cfg = parse_config([*MODEL, "--family", "sana", "--dataset_config", str(path), "--prior_loss_weight", "0.5"])
+    assert cfg.data.prior_loss_weight == 0.5

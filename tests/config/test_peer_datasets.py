@@ -108,8 +108,10 @@ def test_an_ai_toolkit_video_dataset(tmp_path):
     assert clips.options == {"train_data_dir": "/clips", "max_num_frames": 33}
 
 
-def test_an_ai_toolkit_regularization_set_is_refused(tmp_path):
-    with pytest.raises(UserError, match="`is_reg`"):
+def test_an_ai_toolkit_regularization_set_is_the_class_set(tmp_path):
+    read = read_dataset_config(_job(tmp_path, [{"folder_path": "/me"}, {"folder_path": "/reg", "is_reg": True}]))
+    assert [s.is_reg for s in read.sets] == [False, True]
+    with pytest.raises(UserError, match="only class images"):
         read_dataset_config(_job(tmp_path, [{"folder_path": "/reg", "is_reg": True}]))
 
 
@@ -147,3 +149,22 @@ def test_what_musubi_tuners_frames_ask_and_cannot_get_is_said(tmp_path):
     bad.write_text('[[datasets]]\nvideo_directory = "v"\nresolution = ["wide", 48]\n')
     with pytest.raises(UserError, match="not a whole number"):
         read_dataset_config(bad, video=True)
+
+
+def test_a_typo_of_a_key_that_maps_is_refused_and_the_job_says_what_it_reads(tmp_path):
+    toml = tmp_path / "typo.toml"
+    toml.write_text('[[datasets]]\nimage_directory = "a"\nnum_repeat = 3\n')
+    with pytest.raises(UserError, match="the key `num_repeat`: did you mean `num_repeats`"):
+        read_dataset_config(toml)
+    with pytest.raises(UserError, match="the key `folder_pth`: did you mean `folder_path`"):
+        read_dataset_config(_job(tmp_path, [{"folder_pth": "/d"}]))
+    note = read_dataset_config(_job(tmp_path, [{"folder_path": "/d"}])).note
+    assert note is not None and "Only the job's `datasets` are read" in note
+
+
+def test_several_target_frames_are_buckets_and_said_so(tmp_path):
+    path = tmp_path / "d.toml"
+    path.write_text('[[datasets]]\nvideo_directory = "v"\nresolution = [64, 48]\ntarget_frames = [1, 5, 9]\n')
+    read = read_dataset_config(path, video=True)
+    assert read.sets[0].options["frame_buckets"] == "1x48x64,5x48x64,9x48x64"
+    assert "musubi-tuner takes a sample of each count" in read.note

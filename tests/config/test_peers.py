@@ -20,7 +20,7 @@ def test_hints_name_the_counterpart_or_say_there_is_none():
     assert "--checkpointing_steps" in peer_hint("save_every_n_steps", common)
     assert "dit-lora's option is --blocks_to_swap" in peer_hint("musubi_blocks_to_swap", common)
     assert "dit-lora's option is --activation_offloading" in peer_hint("gradient_checkpointing_cpu_offload", common)
-    assert "no dit-lora equivalent" in peer_hint("with_prior_preservation", common)
+    assert "no dit-lora equivalent" in peer_hint("caption_strategy", common)
     assert "dit-lora's option is --network_weights" in peer_hint("pretrained_lora_path", common)
     assert "--family wan" in peer_hint("discrete_flow_shift", common)
     assert peer_hint("resoluton", common) is None

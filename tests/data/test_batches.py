@@ -136,3 +136,47 @@ def test_the_largest_batch_is_the_flag_or_the_data_per_process_when_smaller():
     assert EpochBatches(100, 8, world_size=2, **kw).largest_batch == 8
     grouped = EpochBatches(7, 64, world_size=1, groups=[0, 0, 0, 1, 1, 1, 1], **kw)
     assert grouped.largest_batch == 4 == max(len(b) for b in grouped.batches(0))  # the largest bucket
+
+
+# ---- prior preservation: every batch paired with class images -----------------------------------------------------
+def _paired(world=1, rank=0, class_groups=None):
+    from dit_lora.data.batches import paired_order
+
+    order = EpochBatches(10, 2, seed=5, rank=rank, world_size=world, random_flip=True)
+    return paired_order(order, class_groups, 6, offset=10)
+
+
+def test_each_batch_is_followed_by_its_class_images_in_a_seeded_resumable_pairing():
+    paired = _paired()
+    assert len(paired) == len(paired.order) == 5 and paired.largest_batch == 2 and paired.seed == 5
+    epochs = [list(paired.batches(e)) for e in range(3)]
+    for epoch in epochs:
+        for items in epoch:
+            own, prior = items[:2], items[2:]
+            assert all(i < 10 for i, *_ in own) and len(prior) == 2 and all(10 <= i < 16 for i, _ in prior)
+    # the class order runs on over the instance epochs: 6 class images give 3 batches, every class image is used
+    # once in each run of 3 instance batches
+    flat = [items[2:] for epoch in epochs for items in epoch]
+    for start in range(0, 15, 3):
+        assert sorted(i for batch in flat[start : start + 3] for i, _ in batch) == list(range(10, 16))
+    assert list(_paired().batches(1, start=3)) == epochs[1][3:]  # a resume pairs as the whole run did
+    assert list(_paired().batches(2)) == epochs[2]
+
+
+def test_class_batches_keep_to_one_bucket_and_ranks_split_them():
+    groups = [0, 0, 0, 1, 1, 1]
+    for items in _paired(class_groups=groups).batches(0):
+        assert len({groups[i - 10] for i, _ in items[2:]}) == 1
+    a, b = (list(_paired(world=2, rank=r).batches(0)) for r in range(2))
+    for x, y in zip(a, b):
+        assert not {i for i, _ in x[1:]} & {i for i, _ in y[1:]}  # one own image and one class image each
+
+
+def test_a_paired_batch_is_collated_apart():
+    from dit_lora.data.batches import PRIOR, PriorCollate
+
+    items = [{"sample_index": i, "x": torch.full((2,), float(i))} for i in (0, 3, 10, 12)]
+    batch = PriorCollate(collate, start=10)(items)
+    assert batch["sample_index"] == [0, 3] and batch["x"][:, 0].tolist() == [0.0, 3.0]
+    assert batch[PRIOR]["sample_index"] == [10, 12] and batch[PRIOR]["x"][:, 0].tolist() == [10.0, 12.0]
+    assert PRIOR not in PriorCollate(collate, start=10)(items[:2])

@@ -102,6 +102,20 @@ def test_a_sets_loss_weight_scales_its_gradient_not_the_logged_loss(tiny_sana, s
 
 
 @pytest.mark.slow
+def test_sets_of_other_cache_settings_cache_apart(tiny_sana, shapes_data, tmp_path):
+    """A set with its own crop (another cache namespace) beside one without: both cached, each in its folder."""
+    config = tmp_path / "sets.yaml"
+    config.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": str(shapes_data)},
+                                                   {"train_data_dir": str(shapes_data), "name": "cropped",
+                                                    "center_crop": False}]}))
+    summary, _ = train_in_process(tiny_sana, shapes_data, tmp_path, max_train_steps=2, train_data_dir=None,
+                                  dataset_config=config)
+    assert isinstance(summary, dict) and summary["status"] == "completed", summary
+    folders = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    assert len(folders) == 2 and all(len(list(f.glob("*.safetensors"))) >= 16 for f in folders)
+
+
+@pytest.mark.slow
 def test_check_data_screens_every_set(tiny_wan, mixed_sets, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "dit_lora.commands.cli", "check-data", "--pretrained_model_name_or_path", str(tiny_wan),

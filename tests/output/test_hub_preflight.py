@@ -145,8 +145,9 @@ def test_preflight_with_push_later_ok_is_a_warning(hub):
 
 
 def test_a_push_without_a_repository_is_one_paragraph(tmp_path):
-    """The parser refuses --push_to_hub without --hub_model_id; a caller that built the options itself hears the
-    same, not a TypeError from the push command."""
+    """A run names the repo after its output folder when --hub_model_id is not given (diffusers' default, chosen
+    with the defaults); a caller that built the options itself without one hears one paragraph, not a TypeError
+    from the push command."""
     from dit_lora.config.schema import HubOptions
     from dit_lora.output.hub import push_after_run
 

@@ -101,3 +101,34 @@ def test_the_ema_follows_the_guard_s_flag_and_writes_its_file(tmp_path):
     assert seen == [run.guard.last_flag] and feature.writes_files()
     feature.write_files(tmp_path)
     assert (tmp_path / "ema").is_file()
+
+
+def test_the_class_images_loss_is_added_with_its_weight_and_counted():
+    """Prior preservation's loss, diffusers' DreamBooth formula: the instance loss plus --prior_loss_weight times the
+    family's loss on the class images (the step's generator, under autocast), one backward; each set counted."""
+    from dit_lora.data.batches import PRIOR
+    from dit_lora.data.data_sets import SetMix
+
+    seen = []
+
+    def compute_loss(comps, model, batch, generator, cfg):
+        seen.append((batch, generator))
+        return torch.tensor(3.0)
+
+    sets = SetMix(("mine", "class"), None, (2.0, 1.0), (0, 0, 1, 1), (False, True), prior_loss_weight=0.25)
+    run = SimpleNamespace(
+        data=SimpleNamespace(sets=sets), spec=SimpleNamespace(loss=SimpleNamespace(compute_loss=compute_loss)),
+        accelerator=SimpleNamespace(autocast=contextlib.nullcontext), comps="comps", model="model", cfg="cfg",
+        update=SimpleNamespace(generator="gen"),
+    )
+    feature = levers.DataSets()
+    raw = {"sample_index": [1], PRIOR: {"sample_index": [3]}}
+    ctx = StepContext(step=1, first=True, batch=raw)
+    feature.before_step(run, ctx)
+    assert ctx.loss_factor == 2.0 and feature.batches == [1, 1]
+    ctx.batch = {"sample_index": [1], PRIOR: "prepared class batch"}
+    loss = feature.after_loss(run, ctx, torch.tensor(1.0))
+    assert loss.item() == 1.0 + 0.25 * 3.0 and seen == [("prepared class batch", "gen")]
+    ctx.batch = {"sample_index": [0]}
+    assert feature.after_loss(run, ctx, torch.tensor(1.0)).item() == 1.0
+    assert feature.state_dict() == {"batches": [1, 1]}
