@@ -10,6 +10,7 @@ the user set that differs from the catalogue's.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,23 @@ from dit_lora.catalogue import Checkpoint, by_hub_id, match
 from dit_lora.config import TrainConfig, config_fields
 from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.spec import FamilySpec, generic_defaults
+from dit_lora.core.errors import UserError
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
+
+_REPO_WHY = "diffusers' default with --push_to_hub: the output folder's name, a repo of your token's account"
+
+
+def _repo_named_after(output_dir: str) -> str:
+    """The repo --push_to_hub names after the output folder when --hub_model_id is not given, as diffusers' scripts
+    do; a folder whose name is no repo name is refused naming both."""
+    name = Path(output_dir).resolve().name
+    if not re.fullmatch(r"[\w.-]+", name) or name.startswith(("-", ".")) or len(name) > 96:
+        raise UserError(
+            f"--push_to_hub without --hub_model_id names the repo after the output folder, as diffusers' scripts "
+            f"do, but `{name or output_dir}` (--output_dir `{output_dir}`) is no repo name (letters, digits, `-`, "
+            "`_` and `.`). Give --hub_model_id (e.g. `me/my-lora`), or an --output_dir with such a name."
+        )
+    return name
 
 
 def explicit_options(cfg: TrainConfig) -> frozenset[str]:
@@ -140,11 +157,8 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
             cfg.lora.rank * ratio,
             f"{entry.hub_id}: the published alpha / rank ratio {ratio:g} at your --rank",
         )
-    if cfg.hub.push_to_hub:  # diffusers' training scripts push to a repo named after the output folder
-        proposals["hub_model_id"] = (
-            Path(cfg.training.output_dir).resolve().name,
-            "diffusers' default with --push_to_hub: the output folder's name, a repo of your token's account",
-        )
+    if cfg.hub.push_to_hub and "hub_model_id" not in explicit:  # diffusers' scripts: a repo named after the output
+        proposals["hub_model_id"] = (_repo_named_after(cfg.training.output_dir), _REPO_WHY)
     if cfg.video.frame_buckets:  # the buckets are every clip's size (check_combinations): no size default beside them
         for name in ("max_num_frames", "height", "width"):
             proposals.pop(name, None)

@@ -237,15 +237,22 @@ class PairedBatches:
 def paired_order(order: EpochBatches, class_groups: list[int] | None, count: int, offset: int) -> PairedBatches:
     """``order`` paired with class batches of the ``count`` class images (``class_groups``: their buckets) at
     ``order``'s batch size, ranks and flips, seeded apart from it."""
-    prior = EpochBatches(
-        count,
-        order.batch_size,
-        seed=order.seed + _PRIOR_SEED,
-        rank=order.rank,
-        world_size=order.world_size,
-        random_flip=order.random_flip,
-        groups=class_groups,
-    )
+    try:
+        prior = EpochBatches(
+            count,
+            order.batch_size,
+            seed=order.seed + _PRIOR_SEED,
+            rank=order.rank,
+            world_size=order.world_size,
+            random_flip=order.random_flip,
+            groups=class_groups,
+        )
+    except UserError:
+        raise UserError(
+            f"The {count} usable class image(s) of prior preservation give no batch of class images for each of the "
+            f"{order.world_size} process(es) (a batch never mixes buckets). Add class images (--num_class_images), "
+            "use fewer buckets, or launch fewer processes."
+        ) from None
     return PairedBatches(order, prior, offset)
 
 

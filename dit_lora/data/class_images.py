@@ -12,18 +12,18 @@ written whole (a temporary file renamed), on the main process, the others waitin
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract import spec as fallback
-from dit_lora.core.collective import main_process_check
+from dit_lora.core.collective import Failure, exchange, main_process_check
+from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import atomic_write, reporting_disk_full
 from dit_lora.core.progress import Progress
-from dit_lora.data.sources import IMAGE_EXTENSIONS
+from dit_lora.data.sources import folder_image_keys
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -36,12 +36,15 @@ _GENERATED = re.compile(r"class_(\d{5})\.png")
 _BATCH_SEED = 1_000_003
 
 
-def _images(folder: Path) -> list[Path]:
-    """The image files under ``folder`` (its sub-folders too), as the listing reads them."""
-    found = []
-    for dirpath, _, names in os.walk(folder):
-        found += [Path(dirpath) / n for n in names if Path(n).suffix.lower() in IMAGE_EXTENSIONS]
-    return found
+def is_generated(key: str) -> bool:
+    """Whether a class folder's sample key (its path in the folder) names an image generated here."""
+    return _GENERATED.fullmatch(key) is not None
+
+
+def users_first(samples: list) -> list:
+    """``samples`` of the class folder with the user's own images first (generated ones after them, each group in
+    its order): the first --num_class_images are the class images."""
+    return sorted(samples, key=lambda s: is_generated(s.key))
 
 
 def missing(cfg: TrainConfig) -> list[int]:
@@ -51,8 +54,7 @@ def missing(cfg: TrainConfig) -> list[int]:
     if not data.with_prior_preservation or not data.class_data_dir:
         return []
     folder = Path(data.class_data_dir)
-    present = _images(folder) if folder.is_dir() else []
-    own = [p for p in present if not (p.parent == folder and _GENERATED.fullmatch(p.name))]
+    own = [k for k in folder_image_keys(str(folder)) if not is_generated(k)] if folder.is_dir() else []
     wanted = data.num_class_images - len(own)
     return [i for i in range(max(0, wanted)) if not (folder / GENERATED.format(i)).exists()]
 
@@ -72,28 +74,51 @@ def check(cfg: TrainConfig, spec: FamilySpec) -> None:
         why = f"`{spec.name}` has no sampler"
     elif cfg.performance.blocks_to_swap:
         why = "--blocks_to_swap keeps blocks off the device, and sampling needs the whole model there"
+    elif decide_engine().name == "fsdp2":
+        why = "under FSDP2 the blocks wait in host memory until they are sharded; generate them in a one-process run"
     if why is not None:
+        have = data.num_class_images - len(todo)
+        lower = f", or lower --num_class_images to {have}" if have else ""
         raise UserError(
-            f"--class_data_dir `{data.class_data_dir}` holds {data.num_class_images - len(todo)} of the "
-            f"--num_class_images {data.num_class_images} class images, and the {len(todo)} missing cannot be "
-            f"generated: {why}. Put {len(todo)} more class images there, or lower --num_class_images to "
-            f"{data.num_class_images - len(todo)}" + (", or give --class_prompt." if not data.class_prompt else ".")
+            f"--class_data_dir `{data.class_data_dir}` holds {have} of the --num_class_images "
+            f"{data.num_class_images} class images, and the {len(todo)} missing cannot be generated: {why}. Put "
+            f"{len(todo)} more class images there{lower}"
+            + (", or give --class_prompt." if not data.class_prompt else ".")
         )
 
 
 def generate(cfg: TrainConfig, spec: FamilySpec, comps: Any, accelerator, log: Callable[[str], Any]) -> None:
-    """Make the missing class images (:func:`missing`) with the run's base model, on the main process."""
-    todo = missing(cfg)
+    """Make the missing class images (:func:`missing`, decided by the main process) with the run's base model, each
+    process its share of the seeded batches; a failure on one stops every process (one paragraph)."""
+    todo = main_process_check(accelerator, lambda: missing(cfg), what="counting class images", share_result=True)
     if not todo:
         return
     folder = Path(cfg.data.class_data_dir or "")
     size = cfg.data.sample_batch_size
-    log(
-        f"class images: {folder} holds {cfg.data.num_class_images - len(todo)} of --num_class_images "
-        f"{cfg.data.num_class_images}; generating {len(todo)} from --class_prompt {cfg.data.class_prompt!r} with the "
-        f"base model ({size} per call, seeded by --seed: a stopped run makes only the rest)"
-    )
-    main_process_check(accelerator, lambda: _make(cfg, spec, comps, folder, todo), what="generating class images")
+    if accelerator.is_main_process:
+        log(
+            f"class images: {folder} holds {cfg.data.num_class_images - len(todo)} of --num_class_images "
+            f"{cfg.data.num_class_images}; generating {len(todo)} from --class_prompt {cfg.data.class_prompt!r} with "
+            f"the base model ({size} per call, seeded by --seed: a stopped run makes only the rest)"
+        )
+    batches = sorted({i // size for i in todo})[accelerator.process_index :: accelerator.num_processes]
+    failure = None
+    try:
+        _make(cfg, spec, comps, folder, [i for i in todo if i // size in batches], main=accelerator.is_main_process)
+    except Exception as err:  # every process hears of it, instead of waiting at the next collective
+        failure = err
+    failures = exchange(accelerator, Failure.of(failure, accelerator.process_index) if failure is not None else None)
+    if failure is not None:
+        raise failure
+    if failures:
+        raise (
+            failures[0].error()
+            if failures[0].user
+            else UserError(
+                f"Rank {failures[0].rank} failed generating class images ({failures[0].text}), so this process stops "
+                "too. That process's own error, printed with its traceback, says why: fix that and run again."
+            )
+        )
 
 
 def _png_writer(image: Any) -> Callable[[Path], None]:
@@ -105,7 +130,7 @@ def _png_writer(image: Any) -> Callable[[Path], None]:
     return write
 
 
-def _make(cfg: TrainConfig, spec: FamilySpec, comps: Any, folder: Path, todo: list[int]) -> None:
+def _make(cfg: TrainConfig, spec: FamilySpec, comps: Any, folder: Path, todo: list[int], *, main: bool) -> None:
     samples = fallback.require(spec, "samples", "--num_class_images")
     size = cfg.data.sample_batch_size
     assert cfg.data.class_prompt, "check() refused generating without --class_prompt"
@@ -114,7 +139,7 @@ def _make(cfg: TrainConfig, spec: FamilySpec, comps: Any, folder: Path, todo: li
     sampling = dataclasses.replace(cfg, validation=validation)
     folder.mkdir(parents=True, exist_ok=True)
     wanted = set(todo)
-    with Progress(len(todo), desc="class images", unit="image") as progress:
+    with Progress(len(todo), desc="class images", unit="image", enabled=main) as progress:
         for batch in sorted({i // size for i in todo}):
             images = samples.generate(comps, comps.model, cond, sampling, cfg.training.seed * _BATCH_SEED + batch)
             for offset, image in enumerate(images):

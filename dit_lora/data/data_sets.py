@@ -25,6 +25,7 @@ import torch
 from dit_lora.config.dataset_config import DataSet, read_dataset_config
 from dit_lora.contract import spec as fallback
 from dit_lora.core.errors import UserError
+from dit_lora.data import class_images
 from dit_lora.data.batches import EpochBatches, PairedBatches, paired_order, unpack_item
 from dit_lora.data.cache import cache_files, cache_namespace
 from dit_lora.data.held_out import folder_config, handler_for_source
@@ -39,8 +40,12 @@ _SET_COPY = 10_000
 
 
 def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
-    """The run's config reading ``data_set``: its options over the run's, its own data source alone."""
+    """The run's config reading ``data_set``: its options over the run's, its own data source alone; class images
+    (``is_reg``) never take the run's --instance_prompt (the instance's caption on a generic image would teach the
+    identifier to the class)."""
     values = {"train_data_dir": None, "dataset_name": None, **data_set.options}
+    if data_set.is_reg:
+        values.setdefault("instance_prompt", None)
     explicit = None if cfg.explicit is None else cfg.explicit | set(data_set.options)
     return dataclasses.replace(cfg, **values, explicit=explicit)
 
@@ -66,12 +71,9 @@ def run_sets(cfg: TrainConfig, *, video: bool = False) -> tuple[list[DataSet], s
         source = "train_data_dir" if cfg.data.train_data_dir else "dataset_name"
         sets = [DataSet("instance", {source: getattr(cfg.data, source)})]
     if cfg.data.with_prior_preservation and cfg.data.class_data_dir:
-        options: dict[str, Any] = {
-            "train_data_dir": cfg.data.class_data_dir,
-            "max_train_samples": cfg.data.num_class_images,
-        }
-        if cfg.data.class_prompt:
-            options["instance_prompt"] = cfg.data.class_prompt
+        # captioned --class_prompt, else by their own captions (never the run's --instance_prompt); the first
+        # --num_class_images, the user's own first (SetsMedia.list_samples)
+        options: dict[str, Any] = {"train_data_dir": cfg.data.class_data_dir, "instance_prompt": cfg.data.class_prompt}
         taken = {s.name for s in sets}
         name = CLASS_SET if CLASS_SET not in taken else f"{CLASS_SET}-{len(sets) + 1}"
         sets.append(DataSet(name, options, is_reg=True))
@@ -242,6 +244,15 @@ class SetsMedia:
         said = f" ({', '.join(extras)})" if extras else ""
         return f"data set {k + 1}/{len(self.sets)} `{s.name}`: {s.source}{said}"
 
+    def _which(self, k: int) -> str:
+        """How a paragraph names set ``k``: of the dataset config, or prior preservation's class images."""
+        data_set = self.sets[k]
+        if data_set.is_reg and self.cfg.data.with_prior_preservation:
+            return f"The class images of --with_prior_preservation (--class_data_dir `{self.cfg.data.class_data_dir}`)"
+        if not self.cfg.data.dataset_config:
+            return f"The training data ({data_set.source})"
+        return f"Data set {k + 1} (`{data_set.name}`) of the dataset config `{self.cfg.data.dataset_config}`"
+
     @contextlib.contextmanager
     def _naming_the_set(self, k: int) -> Iterator[None]:
         """A set's listing or screening paragraph, said to be about that set of the dataset config (its options are
@@ -250,8 +261,7 @@ class SetsMedia:
             yield
         except UserError as err:
             raise UserError(
-                f"Data set {k + 1} (`{self.sets[k].name}`) of the dataset config `{self.cfg.data.dataset_config}` "
-                f"cannot be used (the paragraph below names its keys as flags). {err}"
+                f"{self._which(k)} cannot be used (the paragraph below names its keys as flags). {err}"
             ) from None
 
     def list_samples(self) -> list:
@@ -261,6 +271,8 @@ class SetsMedia:
         for k, (data_set, child) in enumerate(zip(self.sets, self.children)):
             with self._naming_the_set(k):
                 found = child.list_samples()
+            if data_set.is_reg and self.cfg.data.with_prior_preservation:  # --class_data_dir's first class images
+                found = class_images.users_first(found)[: self.cfg.data.num_class_images]
             listed = [dataclasses.replace(s, data_set=k, key=f"{data_set.name}/{s.key}") for s in found]
             for s in listed:
                 out.append(s)
@@ -285,9 +297,8 @@ class SetsMedia:
                 kept = self.children[k].screen([samples[i] for i in part], log=log, quarantine=quarantine)
             if part and not kept:
                 raise UserError(
-                    f"Data set {k + 1} (`{self.sets[k].name}`) of the dataset config `{self.cfg.data.dataset_config}` "
-                    f"has no usable sample: all {len(part)} were left out (each named with its reason in "
-                    "quarantine.json in the output folder). Fix them, or remove the set from the dataset config."
+                    f"{self._which(k)} has no usable sample: all {len(part)} were left out (each named with its reason "
+                    "in quarantine.json in the output folder). Fix them, or remove the set."
                 )
             usable += kept
         return usable

@@ -158,6 +158,14 @@ def _numbered(samples: list[RawSample], max_train_samples, folders, say) -> list
     return [dataclasses.replace(s, index=i) for i, s in enumerate(samples)]
 
 
+def folder_image_keys(root: str) -> list[str]:
+    """The keys of the images a listing of the folder ``root`` reads as samples, sorted: what the walk leaves out
+    (hidden files, ``__MACOSX``) and its loss masks are not among them."""
+    walked = _walk_folder(root, COMMON_CAPTION_EXTENSIONS)
+    masks = folder_masks(root, walked[0], walked[2], MASK_COLUMN)
+    return sorted(k for k in walked[0] if k not in masks.files)
+
+
 def _main_process_print(message: str) -> None:
     # Every process lists the samples; only the main one (accelerate's RANK, unset in a single process) says so.
     if os.environ.get("RANK", "0") in ("", "0"):

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from dit_lora.core.errors import UserError
+from dit_lora.data.batches import PRIOR
 
 #: torch.compile's backend. Tests of graph capture (breaks, recompiles) on families other than the one whose
 #: generated code they check may set "aot_eager": the same dynamo capture without inductor's C++ build.
@@ -199,8 +200,11 @@ def eager(counters: CompileCounters | None):
 
 
 def shape_key(batch: dict[str, Any]) -> tuple:
-    """What a static graph is specialised on: the shapes and dtypes of the batch's tensors."""
-    return tuple(sorted((k, tuple(v.shape), str(v.dtype)) for k, v in batch.items() if isinstance(v, torch.Tensor)))
+    """What a static graph is specialised on: the shapes and dtypes of the batch's tensors (a nested batch's too:
+    prior preservation's class images run through the same graphs)."""
+    own = [(k, tuple(v.shape), str(v.dtype)) for k, v in batch.items() if isinstance(v, torch.Tensor)]
+    prior = batch.get(PRIOR)
+    return tuple(sorted(own)) + ((PRIOR, shape_key(prior)),) if isinstance(prior, dict) else tuple(sorted(own))
 
 
 __all__ = ["CompileCounters", "block_classes", "check_compiler", "compile_model", "eager", "shape_key"]

@@ -52,6 +52,18 @@ class StepContext:
     #: the factor of this micro-batch's loss in the backward (a data set's loss weight); the logged loss and the
     #: guard's statistics take the loss unscaled
     loss_factor: float = 1.0
+    #: a loss added after that factor, in the backward and the logged loss (prior preservation's weighted class loss)
+    added_loss: torch.Tensor | None = None
+
+    def backward_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """What the backward takes: ``loss`` times :attr:`loss_factor`, plus :attr:`added_loss`."""
+        scaled = loss * self.loss_factor if self.loss_factor != 1.0 else loss
+        return scaled + self.added_loss if self.added_loss is not None else scaled
+
+    def logged_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """What the progress, the guard and the summary see: ``loss`` plus :attr:`added_loss`, unscaled."""
+        return loss + self.added_loss if self.added_loss is not None else loss
+
     shape: Any = None  # what a static compiled graph is specialised on (--compile)
 
 

@@ -210,8 +210,8 @@ class DataSets(Feature):
     guard's spike statistics stay unweighted), read on the host from the loader's sample indices before the batch
     moves (no device read); sets all weighing 1 (or one data set) multiply nothing. With class images (prior
     preservation) each micro-batch carries a batch of them (``PRIOR``): their loss, the family's own loss on them
-    with the step's generator, is added times --prior_loss_weight before the one backward, as diffusers' DreamBooth
-    scripts add it. It counts the micro-batches each set gave (every checkpoint keeps the counts, so a resumed run's
+    with the step's generator, is added times --prior_loss_weight (``StepContext.added_loss``, after the set's loss
+    weight) before the one backward, as diffusers' DreamBooth scripts add it. It counts the micro-batches each set gave (every checkpoint keeps the counts, so a resumed run's
     equal an uninterrupted one's; the summary's ``data_sets`` lists them)."""
 
     key: ClassVar[str | None] = "data_sets"
@@ -234,17 +234,23 @@ class DataSets(Feature):
 
     def after_loss(self, run, ctx: StepContext, loss: torch.Tensor) -> torch.Tensor:
         prior = ctx.batch.get(PRIOR)
-        if prior is None:
-            return loss
-        with run.accelerator.autocast():
-            prior_loss = run.spec.loss.compute_loss(run.comps, run.model, prior, run.update.generator, run.cfg)
-        return loss + run.data.sets.prior_loss_weight * prior_loss
+        if prior is not None:  # added after the instance set's loss weight: --prior_loss_weight is its whole weight
+            ctx.added_loss = prior_term(run, run.model, prior, run.update.generator)
+        return loss
 
     def state_dict(self) -> dict[str, Any]:
         return {"batches": list(self.batches)} if self.batches else {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.batches = list(state.get("batches", []))
+
+
+def prior_term(run, model, prior: dict, generator) -> torch.Tensor:
+    """--prior_loss_weight times the family's loss on a micro-batch's class images (under the run's autocast): what
+    the step adds to its loss."""
+    with run.accelerator.autocast():
+        prior_loss = run.spec.loss.compute_loss(run.comps, model, prior, generator, run.cfg)
+    return run.data.sets.prior_loss_weight * prior_loss
 
 
 def for_run(hooks: Hooks) -> Features:

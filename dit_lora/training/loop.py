@@ -179,9 +179,9 @@ def train_step(run: Run, batch: dict) -> bool:
                 loss = run.spec.loss.compute_loss(run.comps, run.model, ctx.batch, update.generator, cfg)
             loss = features.after_loss(run, ctx, loss)
             run.engine.set_gradient_sync(accelerator.sync_gradients)  # FSDP2: reduce-scatter at the last only
-            accelerator.backward(loss * ctx.loss_factor if ctx.loss_factor != 1.0 else loss)
+            accelerator.backward(ctx.backward_loss(loss))
         features.after_backward(run, ctx)  # the sampled kernel check (may veto the update)
-        update.losses += loss.detach() / cfg.training.gradient_accumulation_steps
+        update.losses += ctx.logged_loss(loss).detach() / cfg.training.gradient_accumulation_steps
         state.batch_in_epoch += 1
         state.samples_seen += len(ctx.batch["sample_index"]) * accelerator.num_processes
         if accelerator.sync_gradients:

@@ -191,7 +191,12 @@ class Recovery:
     def _loss_fn(self, step: int):
         def loss_fn(model, batch, generator):
             loss = self.spec.loss.compute_loss(self.comps, model, batch, generator, self.cfg)
-            return self.injector.loss(step, loss) if self.injector is not None else loss
+            loss = self.injector.loss(step, loss) if self.injector is not None else loss
+            prior = batch.get(batch_lib.PRIOR)  # prior preservation's class images, added as the step adds them
+            if prior is not None and self.data.sets is not None:
+                prior_loss = self.spec.loss.compute_loss(self.comps, model, prior, generator, self.cfg)
+                loss = loss + self.data.sets.prior_loss_weight * prior_loss
+            return loss
 
         return loss_fn
 

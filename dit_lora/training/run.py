@@ -173,9 +173,9 @@ class Run:
         prior = batch.pop(batch_lib.PRIOR, None)  # prior preservation's class images, prepared alike
         batch = self.spec.loss.prepare_batch(self.comps, batch, self.accelerator.device, self.data.cached)
         if prior is not None:
-            batch[batch_lib.PRIOR] = self.spec.loss.prepare_batch(
-                self.comps, prior, self.accelerator.device, self.data.cached
-            )
+            prior = self.spec.loss.prepare_batch(self.comps, prior, self.accelerator.device, self.data.cached)
+            prior["step"] = step  # the same update's choices (Wan A14B's expert) as its instance images
+            batch[batch_lib.PRIOR] = prior
         # The 1-based update number, a host int: a family may choose per step on the host (Wan A14B trains its
         # experts on alternate steps) without reading anything back from the device; a resumed run and a replay
         # see the same number.

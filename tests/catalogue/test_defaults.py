@@ -156,3 +156,17 @@ def test_the_reader_of_a_catalogued_id_hands_out_copies_the_catalogue_keeps(tmp_
     found["rope_scaling"]["rope_type"] = found["rope_scaling"].pop("type")
     found["num_hidden_layers"] = 1
     assert json.dumps(entry.configs, sort_keys=True) == before
+
+
+def test_a_push_without_a_repo_id_is_named_after_the_output_folder_as_diffusers_does(tmp_path):
+    from dit_lora.core.errors import UserError
+
+    folder = _layout(tmp_path, "Efficient-Large-Model/Sana_600M_512px_diffusers")
+    cfg, chosen = _resolve(folder, "sana", "--push_to_hub", "--output_dir", str(tmp_path / "trained-sana-lora/"))
+    assert cfg.hub.hub_model_id == "trained-sana-lora" and "diffusers' default" in chosen.applied["hub_model_id"][1]
+    cfg, _ = _resolve(folder, "sana", "--push_to_hub", "--hub_model_id", "me/x", "--output_dir", str(tmp_path / "o"))
+    assert cfg.hub.hub_model_id == "me/x"
+    with pytest.raises(UserError, match="`my lora` .* is no repo name"):
+        _resolve(folder, "sana", "--push_to_hub", "--output_dir", str(tmp_path / "my lora"))
+    cfg, chosen = _resolve(folder, "sana", "--output_dir", str(tmp_path / "o"))
+    assert cfg.hub.hub_model_id is None and "hub_model_id" not in chosen.applied

@@ -93,3 +93,22 @@ def test_images_that_cannot_be_made_are_refused_before_loading(tmp_path, family,
         class_images.check(cfg, get_spec(family))
     text = str(err.value)
     assert words in text and "holds 0 of the --num_class_images 3" in text and "\n" not in text, text
+
+
+def test_what_the_listing_skips_does_not_count_and_the_users_images_come_first(tmp_path):
+    folder = tmp_path / "class"
+    (folder / "__MACOSX").mkdir(parents=True)
+    for name in ("dog1.jpg", "dog2.jpg", "dog1_mask.png", "__MACOSX/._dog1.jpg", ".hidden.png"):
+        Image.new("RGB", (8, 8)).save(folder / name, format="PNG")
+    Image.new("RGB", (8, 8)).save(folder / "class_00000.png")
+    cfg = _cfg(folder, num_class_images=4)
+    assert class_images.missing(cfg) == [1]  # 2 of the user's, then class_00000 present: one more to make
+    samples = [SimpleNamespace(key=k) for k in ("class_00000.png", "class_00001.png", "dog1.jpg", "sub/class_1.png")]
+    assert [s.key for s in class_images.users_first(samples)] == ["dog1.jpg", "sub/class_1.png", "class_00000.png",
+                                                                  "class_00001.png"]
+
+
+def test_generating_under_fsdp2_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(class_images, "decide_engine", lambda: SimpleNamespace(name="fsdp2"))
+    with pytest.raises(UserError, match="under FSDP2 the blocks wait in host memory"):
+        class_images.check(_cfg(tmp_path / "none"), get_spec("sana"))

@@ -176,3 +176,31 @@ def test_a_set_whose_handler_keeps_nothing_is_refused(tmp_path, two_folders):
     media = SetsMedia(cfg, spec, make=KeepsNoWide)
     with pytest.raises(UserError, match="Data set 2 \\(`wide`\\) .* has no usable sample: all 3 were left out"):
         media.screen(media.list_samples(), log=lambda line: None, quarantine=[])
+
+
+def test_the_class_images_are_captioned_by_the_class_prompt_or_their_own_never_the_instance_prompt(tmp_path,
+                                                                                                 two_folders):
+    """--with_prior_preservation without --class_prompt: the class images keep their own captions (the run's
+    --instance_prompt would teach the identifier to the class); with it, every one is the class prompt; the first
+    --num_class_images are taken, the user's own first."""
+    small, wide = two_folders
+    base = ["--pretrained_model_name_or_path", "org/model", "--family", "sana", "--train_data_dir", str(small),
+            "--instance_prompt", "a photo of sks dog", "--with_prior_preservation", "--class_data_dir", str(wide)]
+    media = SetsMedia(parse_config(base + ["--num_class_images", "2"]), get_spec("sana"))
+    samples = media.list_samples()
+    mine, classes = samples[:4], samples[4:]
+    assert {s.caption for s in mine} == {"a photo of sks dog"} and len(classes) == 2
+    assert "sks" not in " ".join(s.caption for s in classes) and classes[0].key == "class/00000.png"
+    media = SetsMedia(parse_config(base + ["--class_prompt", "a photo of dog"]), get_spec("sana"))
+    assert {s.caption for s in media.list_samples()[4:]} == {"a photo of dog"}
+    with pytest.raises(UserError) as err:
+        SetsMedia(parse_config(base[:-1] + [str(tmp_path / "no-such")]), get_spec("sana")).list_samples()
+    assert str(err.value).startswith("The class images of --with_prior_preservation (--class_data_dir")
+
+
+def test_too_few_class_images_for_the_processes_is_one_paragraph():
+    from dit_lora.data.batches import paired_order
+
+    order = EpochBatches(8, 1, seed=0, rank=0, world_size=2, random_flip=False)
+    with pytest.raises(UserError, match="The 1 usable class image\\(s\\) of prior preservation give no batch"):
+        paired_order(order, None, 1, offset=8)

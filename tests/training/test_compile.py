@@ -220,3 +220,11 @@ def test_doctor_says_whether_compile_can_run(monkeypatch):
     monkeypatch.setattr(compile_mod.shutil, "which", lambda name: None)
     (check,) = [c for c in run_checks(import_check=False) if c.name == "compile"]
     assert check.value == "cannot run on cpu" and "C++ compiler" in check.message
+
+
+def test_a_paired_batchs_class_images_are_part_of_its_shape():
+    from dit_lora.data.batches import PRIOR
+
+    one = {"x": torch.zeros(2, 3), PRIOR: {"x": torch.zeros(2, 3)}}
+    other = {"x": torch.zeros(2, 3), PRIOR: {"x": torch.zeros(2, 5)}}
+    assert shape_key(one) != shape_key(other) and shape_key({"x": torch.zeros(2, 3)}) == (("x", (2, 3), "torch.float32"),)

@@ -128,7 +128,10 @@ def test_the_class_images_loss_is_added_with_its_weight_and_counted():
     assert ctx.loss_factor == 2.0 and feature.batches == [1, 1]
     ctx.batch = {"sample_index": [1], PRIOR: "prepared class batch"}
     loss = feature.after_loss(run, ctx, torch.tensor(1.0))
-    assert loss.item() == 1.0 + 0.25 * 3.0 and seen == [("prepared class batch", "gen")]
-    ctx.batch = {"sample_index": [0]}
-    assert feature.after_loss(run, ctx, torch.tensor(1.0)).item() == 1.0
+    assert loss.item() == 1.0 and seen == [("prepared class batch", "gen")]
+    # the set's loss weight scales the instance loss only; --prior_loss_weight is the class loss's whole weight
+    assert ctx.backward_loss(loss).item() == 2.0 * 1.0 + 0.25 * 3.0
+    assert ctx.logged_loss(loss).item() == 1.0 + 0.25 * 3.0
+    plain = StepContext(step=1, first=True, batch={"sample_index": [0]})
+    assert feature.after_loss(run, plain, torch.tensor(1.0)).item() == 1.0 and plain.added_loss is None
     assert feature.state_dict() == {"batches": [1, 1]}

@@ -90,3 +90,19 @@ def test_verdict(tmp_path):
     off, _, _ = make(tmp_path, enabled=False)
     assert off.verdict(reading(skipped=10, applied=0), None, 10) is None
     assert issubclass(RunUnhealthy, RunStopped)
+
+
+def test_the_fault_replay_adds_the_class_images_loss_as_the_step_does():
+    from types import SimpleNamespace
+
+    from dit_lora.data.batches import PRIOR
+
+    def compute_loss(comps, model, batch, generator, cfg):
+        return torch.tensor(float(batch["value"]))
+
+    fake = SimpleNamespace(spec=SimpleNamespace(loss=SimpleNamespace(compute_loss=compute_loss)), comps=None,
+                           cfg=None, injector=None, data=SimpleNamespace(sets=SimpleNamespace(prior_loss_weight=0.5)))
+    loss_fn = Recovery._loss_fn(fake, 3)
+    assert loss_fn(None, {"value": 1.0, PRIOR: {"value": float("nan")}}, None).isnan()
+    assert loss_fn(None, {"value": 1.0, PRIOR: {"value": 4.0}}, None).item() == 3.0
+    assert loss_fn(None, {"value": 1.0}, None).item() == 1.0

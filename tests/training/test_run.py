@@ -245,3 +245,34 @@ def test_folders_the_resolution_changed_are_judged_again(monkeypatch, tmp_path):
     checked = run_module.resolve_for_training(_cfg(tmp_path / "out"))
     assert calls == ["engine", f"folders {tmp_path / 'out'}", f"folders {tmp_path / 'resolved'}"]
     assert checked.config.training.output_dir == str(tmp_path / "resolved")
+
+
+def test_a_paired_batch_is_prepared_twice_with_one_step_number():
+    """Prior preservation's class images go through the family's prepare_batch as the instance images do, with the
+    same update number (Wan A14B picks its expert by it)."""
+    from types import SimpleNamespace
+
+    from dit_lora.data.batches import PRIOR
+    from dit_lora.training.run import Run
+
+    prepared = []
+
+    def prepare_batch(comps, batch, device, cached):
+        prepared.append(sorted(batch))
+        return {**batch, "on": device}
+
+    fake = SimpleNamespace(spec=SimpleNamespace(loss=SimpleNamespace(prepare_batch=prepare_batch)), comps=None,
+                           accelerator=SimpleNamespace(device="cpu"), data=SimpleNamespace(cached=True),
+                           hooks=SimpleNamespace(injector=None))
+    out = Run.load_batch(fake, {"x": 1, PRIOR: {"y": 2}}, 7)
+    assert prepared == [["x"], ["y"]] and out["step"] == out[PRIOR]["step"] == 7 and out[PRIOR]["on"] == "cpu"
+
+
+def test_validation_epochs_become_updates():
+    from dit_lora.config import TrainConfig
+    from dit_lora.training.run import validation_every_epochs
+
+    lines = []
+    cfg = validation_every_epochs(TrainConfig.for_family("sana", validation_epochs=25), 2, lines.append)
+    assert cfg.validation.validation_steps == 50 and lines == ["--validation_epochs 25: validating every 50 updates "
+                                                               "(2 an epoch)"]
