@@ -404,6 +404,11 @@ def _check_dataset_config(cfg: TrainConfig) -> None:
     its flags would be, and no run-level data source beside them."""
     path = cfg.data.dataset_config
     assert path
+    if cfg.data.repeats > 1:
+        raise UserError(
+            f"--repeats {cfg.data.repeats} and the dataset config `{path}` both say how often samples are listed; "
+            "each set gives its own `repeats` (or `general:` for all). Move it into the dataset config."
+        )
     beside = [f"--{n}" for n in ("train_data_dir", "dataset_name") if getattr(cfg.data, n)]
     if beside:
         raise UserError(

@@ -184,6 +184,14 @@ class DataOptions:
         section="data",
         resume="free",
     )
+    repeats: int = opt(
+        1,
+        "How many times each training image (or clip) is listed per epoch (diffusers' DreamBooth flag): encoded once, "
+        "as a kohya `N_` folder's images are; a dataset config's sets give their own `repeats` instead.",
+        section="data",
+        valid=POSITIVE,
+        applies=DIFFUSION_FAMILIES,
+    )
     with_prior_preservation: bool = opt(
         False,
         "Prior preservation (diffusers' DreamBooth flag): every micro-batch pairs its images with as many class "

@@ -55,8 +55,9 @@ CLASS_SET = "class"
 
 
 def has_sets(cfg: TrainConfig) -> bool:
-    """Whether the run reads its data as sets: a dataset config, or prior preservation's class images."""
-    return bool(cfg.data.dataset_config or cfg.data.with_prior_preservation)
+    """Whether the run reads its data as sets: a dataset config, prior preservation's class images, or --repeats
+    (its data one set listed that many times)."""
+    return bool(cfg.data.dataset_config or cfg.data.with_prior_preservation or cfg.data.repeats > 1)
 
 
 def run_sets(cfg: TrainConfig, *, video: bool = False) -> tuple[list[DataSet], str | None]:
@@ -69,7 +70,7 @@ def run_sets(cfg: TrainConfig, *, video: bool = False) -> tuple[list[DataSet], s
         sets, note = list(read.sets), read.note
     else:
         source = "train_data_dir" if cfg.data.train_data_dir else "dataset_name"
-        sets = [DataSet("instance", {source: getattr(cfg.data, source)})]
+        sets = [DataSet("instance", {source: getattr(cfg.data, source)}, repeats=cfg.data.repeats)]
     if cfg.data.with_prior_preservation and cfg.data.class_data_dir:
         # captioned --class_prompt, else by their own captions (never the run's --instance_prompt); the first
         # --num_class_images, the user's own first (SetsMedia.list_samples)
@@ -117,9 +118,9 @@ def refusal(spec: FamilySpec, handler: Any) -> str | None:
         return None
     return (
         f"`{spec.name}` does not train from several data sets (a dataset config, --dataset_config or `datasets:` in "
-        f"--config, or --with_prior_preservation's class images): {why}. Give its data as --train_data_dir or "
-        "--dataset_name; to mix folders, gather them in one folder (kohya `N_name` sub-folders give each its "
-        "repeats)."
+        f"--config, --with_prior_preservation's class images, or --repeats): {why}. Give its data as --train_data_dir "
+        "or --dataset_name; to mix folders or repeat them, gather them in one folder (kohya `N_name` sub-folders "
+        "give each its repeats)."
     )
 
 

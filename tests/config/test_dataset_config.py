@@ -212,3 +212,9 @@ def test_prior_preservation_and_a_class_set_are_one_source_too_many(tmp_path):
                       "--class_data_dir", "c"])
     cfg = parse_config([*MODEL, "--family", "sana", "--dataset_config", str(path), "--prior_loss_weight", "0.5"])
     assert cfg.data.prior_loss_weight == 0.5
+
+
+def test_repeats_beside_a_dataset_config_is_refused(tmp_path):
+    path = _write(tmp_path, [{"train_data_dir": "a"}])
+    with pytest.raises(UserError, match="--repeats 2 and the dataset config .* both say how often"):
+        parse_config([*MODEL, "--family", "sana", "--dataset_config", str(path), "--repeats", "2"])

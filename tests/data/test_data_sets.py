@@ -204,3 +204,17 @@ def test_too_few_class_images_for_the_processes_is_one_paragraph():
     order = EpochBatches(8, 1, seed=0, rank=0, world_size=2, random_flip=False)
     with pytest.raises(UserError, match="The 1 usable class image\\(s\\) of prior preservation give no batch"):
         paired_order(order, None, 1, offset=8)
+
+
+def test_repeats_lists_every_sample_that_many_times_encoded_once(tmp_path, two_folders):
+    """diffusers' DreamBooth `--repeats N`: the run's data one set, each sample N times (copies of one cache entry)."""
+    small, _ = two_folders
+    cfg = parse_config(["--pretrained_model_name_or_path", "org/model", "--family", "sana", "--train_data_dir",
+                        str(small), "--repeats", "3"])
+    media = SetsMedia(cfg, get_spec("sana"))
+    samples = media.list_samples()
+    assert len(samples) == 12 and len(set(cache_files(tmp_path, "ns", samples))) == 4
+    assert [s.repeat > 0 for s in samples[:3]] == [False, True, True] and samples[0].key == "instance/00000.png"
+    lines: list[str] = []
+    media.screen(samples, log=lines.append, quarantine=[])
+    assert "data set 1/1 `instance`: train_data_dir" in lines[0] and "(3 repeats)" in lines[0]
