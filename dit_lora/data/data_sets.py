@@ -146,15 +146,6 @@ class SetMix:
                 return i
         return None
 
-    def loss_weight(self, sample_index: int) -> float:
-        """The loss factor of the set sample ``sample_index`` belongs to."""
-        return self.loss_weights[self.of_sample[sample_index]]
-
-    @property
-    def weighted_loss(self) -> bool:
-        """Whether any set's batches are weighted in the loss (else the step multiplies nothing)."""
-        return any(w != 1.0 for w in self.loss_weights)
-
     def for_samples(self, samples: Sequence[Any]) -> SetMix:
         """The same sets over ``samples`` (the kept ones, after caching left some out)."""
         return dataclasses.replace(self, of_sample=tuple(int(getattr(s, "data_set", 0)) for s in samples))

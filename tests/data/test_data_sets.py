@@ -5,6 +5,7 @@ order whose per-set counts match the weights) and weighted in the loss."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -61,7 +62,7 @@ def test_each_set_is_screened_by_its_own_options_and_batches_never_mix_sets(tmp_
     groups = media.groups(screened)
     assert set(groups[:4]).isdisjoint(groups[4:])
     mix = media.mix(screened)
-    assert mix.loss_weight(0) == 1.0 and mix.loss_weight(5) == 2.0 and mix.weighted_loss and mix.weights is None
+    assert [mix.loss_weights[k] for k in mix.of_sample] == [1.0] * 4 + [2.0] * 3 and mix.weights is None
     # the uncached dataset reads each sample as its own set prepares it
     data = media.raw_dataset(screened)
     assert data[(0, False)]["pixel_values"].shape[-1] == 32 and data[(5, False)]["pixel_values"].shape[-1] == 64
@@ -218,3 +219,28 @@ def test_repeats_lists_every_sample_that_many_times_encoded_once(tmp_path, two_f
     lines: list[str] = []
     media.screen(samples, log=lines.append, quarantine=[])
     assert "data set 1/1 `instance`: train_data_dir" in lines[0] and "(3 repeats)" in lines[0]
+
+
+def test_class_images_that_all_failed_to_encode_stop_the_run():
+    """Every class image left out while caching: the run stops (it would train without prior preservation)."""
+    from dit_lora.data.data_sets import SetMix
+    from dit_lora.data.prepare import PreparedData, _paired
+
+    mix = SetMix(("instance", "class"), None, (1.0, 1.0), (0, 0), (False, True))
+    with pytest.raises(UserError, match="No class image of prior preservation could be encoded"):
+        _paired(PreparedData(None, list, [None, None], True, sets=mix))
+    kept = [SimpleNamespace(data_set=0)] * 2 + [SimpleNamespace(data_set=1)]
+    assert _paired(PreparedData(None, list, kept, True, sets=mix.for_samples(kept))).collate.start == 2
+
+
+def test_the_plan_counts_a_paired_micro_batch_twice(two_folders):
+    """With class images a micro-batch holds as many of them as of its own images: the memory plan's batches are
+    twice --train_batch_size (each set's size)."""
+    from dit_lora.data.data_sets import set_configs
+
+    small, wide = two_folders
+    cfg = parse_config(["--pretrained_model_name_or_path", "org/model", "--family", "sana", "--train_data_dir",
+                        str(small), "--train_batch_size", "3", "--with_prior_preservation", "--class_data_dir",
+                        str(wide), "--resolution", "64", "--aspect_buckets", "square"])
+    assert [c.training.train_batch_size for c in set_configs(cfg)] == [6, 6]
+    assert {shape[0] for _, shape in get_spec("sana").plan.pixel_batches(cfg)} == {6}
