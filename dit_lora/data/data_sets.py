@@ -201,6 +201,7 @@ class SetsMedia:
         assert has_sets(cfg), "SetsMedia reads --dataset_config or --with_prior_preservation's class images"
         self.cfg, self.spec = cfg, spec
         self.sets, self.note = run_sets(cfg, video=spec.video_frames is not None)
+        self.class_listed = 0  # the class images --class_data_dir holds (list_samples counts them)
         make = make or (lambda c: spec.data.data_handler(c, spec))
         self.configs = [set_config(cfg, s) for s in self.sets]
         self.children = [make(c) for c in self.configs]
@@ -233,6 +234,9 @@ class SetsMedia:
         extras += [f"weight {s.weight:g}"] if s.weight is not None else []
         extras += [f"loss weight {s.loss_weight:g}"] if s.loss_weight != 1.0 else []
         extras += [f"class images, loss weight {self.cfg.data.prior_loss_weight:g}"] if s.is_reg else []
+        taken = self.cfg.data.num_class_images
+        if s.is_reg and self.class_listed > taken:
+            extras.append(f"the first {taken} of its {self.class_listed}, your own first (--num_class_images)")
         said = f" ({', '.join(extras)})" if extras else ""
         return f"data set {k + 1}/{len(self.sets)} `{s.name}`: {s.source}{said}"
 
@@ -264,6 +268,7 @@ class SetsMedia:
             with self._naming_the_set(k):
                 found = child.list_samples()
             if data_set.is_reg and self.cfg.data.with_prior_preservation:  # --class_data_dir's first class images
+                self.class_listed = len(found)  # said in the set's header when more than are taken
                 found = class_images.users_first(found)[: self.cfg.data.num_class_images]
             listed = [dataclasses.replace(s, data_set=k, key=f"{data_set.name}/{s.key}") for s in found]
             for s in listed:

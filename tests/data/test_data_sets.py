@@ -192,6 +192,9 @@ def test_the_class_images_are_captioned_by_the_class_prompt_or_their_own_never_t
     mine, classes = samples[:4], samples[4:]
     assert {s.caption for s in mine} == {"a photo of sks dog"} and len(classes) == 2
     assert "sks" not in " ".join(s.caption for s in classes) and classes[0].key == "class/00000.png"
+    lines: list[str] = []
+    media.screen(samples, log=lines.append, quarantine=[])
+    assert "the first 2 of its 3, your own first (--num_class_images)" in "\n".join(lines)
     media = SetsMedia(parse_config(base + ["--class_prompt", "a photo of dog"]), get_spec("sana"))
     assert {s.caption for s in media.list_samples()[4:]} == {"a photo of dog"}
     with pytest.raises(UserError) as err:
