@@ -14,7 +14,7 @@ from config_stand_in import stand_in
 
 def sizes(**values):
     return stand_in(**{"frame_buckets": None, "max_num_frames": None, "height": None, "width": None,
-                       "dataset_config": None, "with_prior_preservation": False,
+                       "dataset_config": None, "with_prior_preservation": False, "repeats": 1,
                        "train_batch_size": 2, **values})
 
 
