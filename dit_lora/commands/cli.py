@@ -1,5 +1,5 @@
 """The ``dit-lora`` console script: ``train``, ``doctor``, ``models``, ``plan``, ``push``, ``export``, ``check-data``,
-``launch``.
+``caption``, ``launch``.
 
 Heavy imports (torch, huggingface_hub) happen inside the subcommands so ``dit-lora --help``
 stays instant and works in a broken environment (which is when people run ``doctor``).
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dit_lora.catalogue import entries
 from dit_lora.catalogue.table import as_json, format_table
-from dit_lora.commands import doctor
+from dit_lora.commands import caption, doctor
 from dit_lora.commands.launch import main as launch
 from dit_lora.commands.recipe import check_model, run_recipe
 from dit_lora.config import TrainConfig, load_yaml, owners
@@ -42,6 +42,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_train_and_launch(sub)
     _add_push_and_export(sub)
     _add_check_data(sub)
+    caption.add_parser(sub)
     return parser
 
 
@@ -438,6 +439,8 @@ def _main(argv: list[str] | None) -> int:
         return _plan(args, rest)
     if rest and args.command == "check-data":
         raise _check_data_unknown(rest)
+    if rest and args.command == "caption":
+        raise caption.refuse_extra(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "doctor":
@@ -450,6 +453,8 @@ def _main(argv: list[str] | None) -> int:
         return _check_data(args)
     if args.command == "models":
         return _models(args)
+    if args.command == "caption":
+        return caption.run(args)
     parser.print_help(sys.stderr)
     return 2
 

@@ -10,9 +10,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dit_lora.data.video import VideoDecodeError, VideoSample, decode_frames_at, describe_error
+from dit_lora.data.decode import load_rgb
+from dit_lora.data.video import VideoDecodeError, VideoSample, decode_frames_at, describe_error, quarter_turns
+from dit_lora.data.video_sample import is_image_file
 
-__all__ = ["SampledClip", "read_clip", "read_frames", "sample_frame_indices"]
+__all__ = ["MAX_IMAGE_PIXELS", "SampledClip", "read_clip", "read_image", "read_frames", "sample_frame_indices"]
+
+#: the largest image decoded as a one-frame clip (PIL's own bomb limit: the model's preprocessing shrinks it anyway)
+MAX_IMAGE_PIXELS = 178_956_970
 
 
 def sample_frame_indices(total_frames: int, num_frames: int) -> list[int]:
@@ -56,7 +61,9 @@ def _decode_indices(path: str, indices: list[int]) -> tuple[np.ndarray | None, i
         # A stream may change resolution midway; the model needs one frame size (the first kept frame's).
         if not size:
             size.extend((int(frame.width), int(frame.height)))
-        return frame.to_ndarray(format="rgb24", width=size[0], height=size[1])
+        array = frame.to_ndarray(format="rgb24", width=size[0], height=size[1])
+        turns = quarter_turns(frame)  # upright as players show it (a phone's portrait clip), as the DiTs decode
+        return np.ascontiguousarray(np.rot90(array, k=turns)) if turns else array
 
     kept, seen = decode_frames_at(path, indices, rgb)
     if len(kept) < len(set(indices)):
@@ -86,7 +93,9 @@ class SampledClip:
 def read_clip(video: str | os.PathLike, num_frames: int) -> SampledClip:
     """Decode the ``num_frames`` frames :func:`sample_frame_indices` picks, with the rate they were sampled at.
 
-    Frames keep the clip's own size (the model's processor resizes them). The frame count comes
+    An image (the image families' extensions, not .gif) is a one-frame clip (:func:`read_image`), whatever
+    ``num_frames``. Frames keep the clip's own size (the model's processor resizes them), turned upright per the clip's rotation
+    metadata. The frame count comes
     from the container (header, else a packet count); if the stream ends before it says, by a
     frame or two as edit lists and B-frame delays cause, the indices are re-picked from the frames
     that actually decode; a bigger gap means a truncated file. Decodes only up to the last frame
@@ -100,6 +109,8 @@ def read_clip(video: str | os.PathLike, num_frames: int) -> SampledClip:
     if num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")
     path = os.fspath(video)
+    if is_image_file(path):
+        return read_image(path)
     problem = _file_problem(path)
     if problem is not None:
         raise VideoDecodeError(problem)
@@ -124,6 +135,27 @@ def read_clip(video: str | os.PathLike, num_frames: int) -> SampledClip:
     if info.fps <= 0:  # no rate: no time is assumed
         return SampledClip(frames, None)
     return SampledClip(frames, num_frames / total * info.fps, tuple(i / info.fps for i in indices))
+
+
+def read_image(path: str | os.PathLike) -> SampledClip:
+    """An image as a one-frame clip at second 0 with no rate (it has no motion), decoded as the image families
+    decode it (:func:`~dit_lora.data.decode.load_rgb`: EXIF orientation, colour profile, transparency on white).
+
+    Raises:
+        VideoDecodeError: missing, unreadable or corrupt (``str(err)`` is the reason).
+    """
+    problem = _file_problem(os.fspath(path))
+    if problem is not None:
+        raise VideoDecodeError(problem)
+    try:
+        image = load_rgb(os.fspath(path), max_pixels=MAX_IMAGE_PIXELS)
+    except Exception as err:  # PIL's errors share no base class: each becomes the file's reason
+        raise VideoDecodeError(f"not a readable image ({describe_error(err)})") from None
+    try:
+        frame = np.array(image.convert("RGB"), dtype=np.uint8)
+    finally:
+        image.close()
+    return SampledClip(frame[None], None, (0.0,))
 
 
 def read_frames(video: str | os.PathLike, num_frames: int) -> np.ndarray:

@@ -55,7 +55,7 @@ class VideoLLMPlan:
         model_config = comps.model.config
         height, width = cfg.video.height or 448, cfg.video.width or 448
         frames = np.zeros((cfg.family_options.num_frames, height, width, 3), dtype=np.uint8)
-        prep = self._preprocessing(cfg, model_config)
+        prep = self.preprocessing(cfg, model_config)
         with unset_fake_temporarily():  # the spec's real preprocessing of one small clip: counts need values
             video = self.arch.video_token_count(self.arch.frame_inputs(frames, prep), model_config)
         length = min(video + PLAN_TEXT_TOKENS, max_tokens(cfg))
@@ -74,7 +74,7 @@ class VideoLLMPlan:
             )
         ]
 
-    def _preprocessing(self, cfg: TrainConfig, model_config) -> dict[str, Any]:
+    def preprocessing(self, cfg: TrainConfig, model_config) -> dict[str, Any]:
         """The model's preprocessing (a local folder, or a Hub id's snapshot: its small files, downloaded when
         missing), else the spec's defaults (LLaVA: at its tower's own size) for a catalogued Hub id that cannot be
         had now: the catalogue's copy of its configs plans it without a download."""

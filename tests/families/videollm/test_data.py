@@ -327,3 +327,37 @@ def test_screen_quarantines_video_paths_leaving_the_folder_without_opening_them(
     rows = check_qa_samples(samples, num_frames=8, num_workers=1)
     assert [r.status for r in rows] == ["ok", "block", "ok", "block"]
     assert "leaves the data folder" in rows[3].problem and calls[2:] == calls[:2]
+
+
+# ---- what the frames look like: upright clips, images as one-frame clips ---------------------------------------------
+def test_a_rotated_clip_is_read_upright_as_the_diffusion_families_decode_it(tmp_path):
+    """A 64x32 clip whose display matrix turns it 90 degrees (a phone's portrait clip) gives 32x64 frames, the
+    stored left edge (red) at the bottom, as players and the DiTs' decoder show it."""
+    import av
+
+    path = tmp_path / "phone.mp4"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 32, "yuv420p"
+        stream.set_display_rotation(90)
+        for _ in range(5):
+            array = np.full((32, 64, 3), 20, np.uint8)
+            array[:, :16] = (230, 20, 20)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(array, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    clip = vlm_data.read_clip(path, 2)
+    assert clip.frames.shape == (2, 64, 32, 3) and clip.frames.flags.c_contiguous
+    assert clip.frames[0, -8:, :, 0].mean() > 180 and clip.frames[0, :32, :, 0].mean() < 60
+
+
+def test_an_image_is_a_one_frame_clip_at_second_zero(tmp_path):
+    from PIL import Image
+
+    Image.fromarray(np.full((20, 30, 3), 77, np.uint8)).save(tmp_path / "still.png")
+    clip = vlm_data.read_clip(tmp_path / "still.png", 8)
+    assert clip.frames.shape == (1, 20, 30, 3) and clip.fps is None and clip.times == (0.0,)
+    (tmp_path / "broken.jpg").write_bytes(b"nope")
+    with pytest.raises(VideoDecodeError, match="not a readable image"):
+        vlm_data.read_clip(tmp_path / "broken.jpg", 8)

@@ -1,0 +1,197 @@
+"""``dit-lora caption``, start to end: list, decide what to caption, load, caption in batches, write, report.
+
+Nothing is loaded before the folder is listed and what it holds is judged (a folder with every file captioned
+ends in a second). Files are decoded on threads one batch ahead of the model. A file that cannot be decoded is
+named and skipped; the run ends with what was written, kept and failed, and the caption checks
+(:mod:`.checks`); it exits 1 when a file failed, so a script notices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from dit_lora.captioning.captioner import Captioner, captioner_config, load_captioner
+from dit_lora.captioning.checks import CaptionFacts, caption_report
+from dit_lora.captioning.media import MediaFile, list_media, read_media
+from dit_lora.captioning.memory import caption_memory
+from dit_lora.captioning.options import CaptionOptions
+from dit_lora.captioning.writer import CaptionStore
+from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import human_bytes
+from dit_lora.core.progress import Progress, say
+from dit_lora.families.videollm.frames import SampledClip
+
+__all__ = ["Outcome", "caption_folder"]
+
+#: failed files named one by one in the summary
+NAMED_FAILURES = 10
+#: decoding threads
+DECODE_THREADS = 4
+
+
+@dataclass
+class Outcome:
+    """What a run did: captions written (key -> text as written), files kept as they were, failures (key, why)."""
+
+    written: dict[str, str]
+    kept: int
+    resumed: dict[str, str]
+    failed: list[tuple[str, str]]
+
+
+def _plan_work(options: CaptionOptions, store: CaptionStore, media: list[MediaFile]) -> tuple[list[MediaFile], int]:
+    """The files to caption now, and how many already have a caption that stays."""
+    todo, kept = [], 0
+    for item in media:
+        if item.key in store.resumed:
+            continue
+        if not options.overwrite and store.has_caption(item.key, item.path):
+            kept += 1
+            continue
+        todo.append(item)
+    return todo, kept
+
+
+def _say_listing(media: list[MediaFile], todo: list[MediaFile], kept: int, store: CaptionStore, root: Path) -> None:
+    images = sum(m.is_image for m in media)
+    say(f"{root}: {len(media)} file(s) ({images} image(s), {len(media) - images} clip(s))")
+    if store.resumed:
+        torn = " (its last, half-written line dropped: that file is captioned again)" if store.dropped_torn_line else ""
+        say(f"resuming: {len(store.resumed)} file(s) captioned by the interrupted run are kept{torn}")
+    if kept:
+        say(f"kept: {kept} file(s) already have a caption, left as they are (--overwrite replaces them)")
+    say(f"to caption: {len(todo)} file(s)")
+
+
+def _check_fits(captioner_cfg, options: CaptionOptions, device: torch.device) -> None:
+    """Say the memory the captioner takes; on a GPU too small for it, one paragraph with what to change."""
+    memory = caption_memory(captioner_cfg, options.batch_size, options.max_new_tokens)
+    say(memory.line())
+    if device.type != "cuda":
+        return
+    free, _ = torch.cuda.mem_get_info(device)
+    if memory.total > free:
+        raise UserError(
+            f"dit-lora caption: the captioner needs about {human_bytes(memory.total)} ({memory.line()[8:]}) and "
+            f"{device} has {human_bytes(free)} free. Load the language model in 4 bits (--quantize_base nf4: a 7B-8B "
+            "captioner then fits a 16 GB card), lower --batch_size or --num_frames, or caption on a larger card."
+        )
+
+
+def _decoded(items: list[MediaFile], options: CaptionOptions, pool: ThreadPoolExecutor) -> Iterator[list]:
+    """Batches of ``(item, clip or the reason it failed)``, one batch decoding ahead of the one being captioned;
+    a batch holds one kind (images or clips: a model batches frames of one count)."""
+    batches = _batches(items, options.batch_size)
+    ahead: list[tuple[MediaFile, Future]] | None = None
+    for batch in [*batches, None]:
+        submitted = None if batch is None else [(i, pool.submit(read_media, i, options.num_frames)) for i in batch]
+        if ahead is not None:
+            yield [(item, _result(future)) for item, future in ahead]
+        ahead = submitted
+
+
+def _result(future: Future) -> SampledClip | str:
+    try:
+        return future.result()
+    except (ValueError, OSError, UserError) as err:
+        return str(err) or type(err).__name__
+
+
+def _batches(items: list[MediaFile], size: int) -> list[list[MediaFile]]:
+    batches: list[list[MediaFile]] = []
+    for item in items:
+        if batches and len(batches[-1]) < size and batches[-1][0].kind == item.kind:
+            batches[-1].append(item)
+        else:
+            batches.append([item])
+    return batches
+
+
+def _caption_batch(
+    captioner: Captioner, options: CaptionOptions, batch: list, outcome: Outcome, facts: list[CaptionFacts]
+) -> list[tuple[str, Path, str]]:
+    """Caption one decoded batch: a file that failed to decode, or whose prompt cannot be built (a clip without a
+    frame rate for Qwen3-VL, which writes each frame's time), is recorded as failed, the others captioned."""
+    prepared = []
+    for item, clip in batch:
+        if isinstance(clip, str):
+            outcome.failed.append((item.key, clip))
+            continue
+        try:
+            prepared.append((item, captioner.prompt_inputs(clip, options.prompt_for(item))))
+        except UserError as err:
+            outcome.failed.append((item.key, str(err).split(". ")[0]))
+    if not prepared:
+        return []
+    rows = []
+    for (item, _), result in zip(prepared, captioner.generate([inputs for _, inputs in prepared])):
+        text = f"{options.prefix}{result.text}{options.suffix}"
+        facts.append(CaptionFacts(item.key, text, result.finished))
+        rows.append((item.key, item.path, text))
+    return rows
+
+
+def caption_folder(options: CaptionOptions) -> Outcome:
+    """Caption ``options.path`` as the options say; returns what was done (the command prints the summary)."""
+    root, media = list_media(options.path, say)
+    store = CaptionStore(
+        root, extension=options.caption_extension, metadata=options.metadata, options=options.journal_options()
+    )
+    if not options.dry_run:
+        store.resume()
+    todo, kept = _plan_work(options, store, media)
+    if options.dry_run:
+        todo = todo[: options.dry_run]
+    _say_listing(media, todo, kept, store, root)
+    outcome = Outcome({}, kept, dict(store.resumed), [])
+    if not todo:
+        if not options.dry_run:
+            store.finish(dict(store.resumed), complete=True)
+        return outcome
+    device = options.torch_device()
+    cfg = captioner_config(
+        options.model_path(),
+        family=options.family,
+        quantize_base=options.quantize_base,
+        mixed_precision=options.mixed_precision,
+        num_frames=options.num_frames,
+    )
+    _check_fits(cfg, options, device)
+    captioner = load_captioner(cfg, device, options.adapter, options.max_new_tokens)
+    say(
+        f"captioner: {cfg.model.family} from {cfg.model.pretrained_model_name_or_path}"
+        + (f" with the adapter {options.adapter}" if options.adapter else "")
+        + f", on {device}"
+    )
+    facts = _run_batches(captioner, options, todo, store, outcome)
+    if not options.dry_run:
+        store.finish({**outcome.resumed, **outcome.written}, complete=not outcome.failed)
+    for line in caption_report(facts, max_new_tokens=options.max_new_tokens):
+        say(line)
+    return outcome
+
+
+def _run_batches(
+    captioner: Captioner, options: CaptionOptions, todo: list[MediaFile], store: CaptionStore, outcome: Outcome
+) -> list[CaptionFacts]:
+    facts: list[CaptionFacts] = []
+    progress = Progress(len(todo), desc="captioning", unit="file")
+    try:
+        with ThreadPoolExecutor(DECODE_THREADS) as pool:
+            for batch in _decoded(todo, options, pool):
+                rows = _caption_batch(captioner, options, batch, outcome, facts)
+                if options.dry_run:
+                    for key, _, text in rows:
+                        say(f"{key}: {text}")
+                elif rows:
+                    store.write(rows)
+                outcome.written.update({key: text for key, _, text in rows})
+                progress.update(len(batch))
+    finally:
+        progress.close()
+    return facts

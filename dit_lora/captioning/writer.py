@@ -1,0 +1,174 @@
+"""Where captions go, safely: a ``<name>.txt`` beside each file (or ``--caption_extension``), or one
+``metadata.jsonl``; what a killed run leaves behind and how the next one picks it up.
+
+* A sidecar is written atomically (:func:`~dit_lora.core.fileio.write_text_atomic`: a temporary file, fsynced,
+  renamed): a kill leaves the whole caption or none. An existing caption is kept unless ``--overwrite``.
+* ``metadata.jsonl``: the rows a run writes go first to a journal beside it (one JSON line each, flushed and
+  fsynced per batch); at the end the journal is merged into ``metadata.jsonl`` in one atomic replace (the rows of
+  files not captioned, and their other columns, kept as they were) and removed.
+* The journal is kept in both modes (``.dit-lora-captions.jsonl`` in the captioned folder): its first line holds
+  the options that shape a caption, each further line one file captioned. A run that finds one resumes: the files
+  it lists are not captioned again, ``--overwrite`` or not, and a torn last line (a kill mid-write) is dropped, its
+  file captioned again. A journal written with other options is refused (mixing two prompts' captions silently
+  would be wrong). It is removed when a run ends having captioned everything it could.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import write_text_atomic
+
+__all__ = ["JOURNAL", "METADATA", "CaptionStore", "caption_path"]
+
+#: the journal's name, in the captioned folder (hidden: a data folder listing skips it)
+JOURNAL = ".dit-lora-captions.jsonl"
+#: the metadata file ``--metadata`` writes (what ``--train_data_dir`` reads, with ``--caption_column text``)
+METADATA = "metadata.jsonl"
+
+
+def caption_path(media: Path, extension: str) -> Path:
+    """The sidecar caption of ``media``: its name with ``extension`` in place of its own (``a.png`` -> ``a.txt``)."""
+    return media.with_name(media.stem + extension)
+
+
+class CaptionStore:
+    """The captions of one folder: which files have one, and writing new ones (sidecars or ``metadata.jsonl``)."""
+
+    def __init__(self, root: Path, *, extension: str, metadata: bool, options: dict[str, Any]) -> None:
+        self.root, self.extension, self.metadata = root, extension, metadata
+        self.journal = root / JOURNAL
+        self.options = options
+        self.resumed: dict[str, str] = {}  #: key -> caption, from an interrupted run's journal
+        self.existing: dict[str, list[dict[str, Any]]] = self._read_metadata() if metadata else {}
+        self.dropped_torn_line = False
+        self._handle = None
+
+    # --- what is there ---------------------------------------------------------------------------------------
+    def resume(self) -> None:
+        """Read an interrupted run's journal, if any: its files count as captioned. Options that differ from this
+        run's are one paragraph naming them."""
+        if not self.journal.is_file():
+            return
+        lines = self.journal.read_bytes().split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        elif lines:  # no newline at the end: the last line was being written when the run was killed
+            lines.pop()
+            self.dropped_torn_line = True
+        rows = [_parse(line) for line in lines]
+        if not rows or rows[0] is None or "options" not in rows[0]:
+            raise UserError(self._unreadable_journal())
+        self._check_options(rows[0]["options"])
+        for row in rows[1:]:
+            if row is None or not isinstance(row.get("file_name"), str) or not isinstance(row.get("text"), str):
+                raise UserError(self._unreadable_journal())
+            self.resumed[row["file_name"]] = row["text"]
+        if self.dropped_torn_line:  # rewrite without it, so this run's lines follow a whole one
+            body = b"".join(line + b"\n" for line in lines)
+            self.journal.write_bytes(body)
+
+    def _check_options(self, earlier: Any) -> None:
+        if not isinstance(earlier, dict):
+            raise UserError(self._unreadable_journal())
+        changed = [k for k in sorted(set(earlier) | set(self.options)) if earlier.get(k) != self.options.get(k)]
+        if changed:
+            said = "; ".join(f"--{k} was {earlier.get(k)!r}, now {self.options.get(k)!r}" for k in changed)
+            raise UserError(
+                f"dit-lora caption: {self.journal} is an interrupted captioning run of this folder with other options "
+                f"({said}). Run the same command again to finish it, or delete that file to start over with the new "
+                "options (the captions it already wrote stay, and are kept unless --overwrite)."
+            )
+
+    def _unreadable_journal(self) -> str:
+        return (
+            f"dit-lora caption: {self.journal} is not a captioning journal dit-lora can read (it holds the progress of "
+            "an interrupted run). Delete it and run again: captions already written stay, and are kept unless "
+            "--overwrite."
+        )
+
+    def has_caption(self, key: str, media: Path) -> bool:
+        """Whether ``media`` (``key`` in the folder) has a caption already: its sidecar, or a metadata row."""
+        if self.metadata:
+            return key in self.existing
+        return caption_path(media, self.extension).exists()
+
+    def _read_metadata(self) -> dict[str, list[dict[str, Any]]]:
+        path = self.root / METADATA
+        rows: dict[str, list[dict[str, Any]]] = {}
+        if not path.is_file():
+            return rows
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            row = _parse(line.encode())
+            if row is None or not isinstance(row.get("file_name"), str):
+                raise UserError(
+                    f"dit-lora caption --metadata: line {number} of {path} is not a JSON object with a `file_name`, "
+                    "so the file cannot be updated without losing it. Mend that line (or move the file away) and run "
+                    "again."
+                )
+            rows.setdefault(row["file_name"], []).append(row)
+        return rows
+
+    # --- writing ---------------------------------------------------------------------------------------------
+    def write(self, captioned: list[tuple[str, Path, str]]) -> None:
+        """Write one batch's ``(key, media, caption)``: each sidecar atomically (``.txt`` mode), then the batch's
+        journal lines, flushed to disk, so a resumed run never captions them again."""
+        if not self.metadata:
+            for _, media, text in captioned:
+                write_text_atomic(caption_path(media, self.extension), text)
+        handle = self._open_journal()
+        handle.write("".join(json.dumps({"file_name": key, "text": text}) + "\n" for key, _, text in captioned))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+    def _open_journal(self):
+        if self._handle is None:
+            fresh = not self.journal.exists()
+            self._handle = open(self.journal, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
+            if fresh:
+                self._handle.write(json.dumps({"options": self.options}) + "\n")
+        return self._handle
+
+    def finish(self, captions: dict[str, str], complete: bool) -> None:
+        """End the run: ``metadata.jsonl`` merged with ``captions`` (every caption of this run and the resumed one's),
+        and the journal removed when ``complete`` (nothing left that failed); otherwise it stays for the next run."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+        if self.metadata and captions:
+            write_text_atomic(self.root / METADATA, _merged(self.root / METADATA, self.existing, captions))
+        if complete:
+            self.journal.unlink(missing_ok=True)
+
+
+def _merged(path: Path, existing: dict[str, list[dict[str, Any]]], captions: dict[str, str]) -> str:
+    """``metadata.jsonl`` with ``captions``: a file's rows replaced by one row with its new ``text`` (its other
+    columns kept from its first row), other rows in their order, new files appended."""
+    lines: list[str] = []
+    done: set[str] = set()
+    for key, rows in existing.items():
+        if key in captions:
+            lines.append(json.dumps({**rows[0], "text": captions[key]}, ensure_ascii=False))
+            done.add(key)
+        else:
+            lines.extend(json.dumps(row, ensure_ascii=False) for row in rows)
+    lines.extend(
+        json.dumps({"file_name": key, "text": text}, ensure_ascii=False)
+        for key, text in captions.items()
+        if key not in done
+    )
+    return "".join(line + "\n" for line in lines)
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return row if isinstance(row, dict) else None

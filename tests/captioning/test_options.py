@@ -1,0 +1,65 @@
+"""The caption command's options: each bad value one paragraph naming its flag; prompts from --prompt/--prompt_file
+or the defaults per kind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dit_lora.captioning.media import MediaFile
+from dit_lora.captioning.options import DEFAULT_PROMPTS, CaptionOptions
+from dit_lora.core.errors import UserError
+
+
+def _options(**values):
+    return CaptionOptions(**{"path": Path("."), "model": "m", **values})
+
+
+def test_the_default_prompt_follows_the_kind_of_file():
+    options = _options().resolved()
+    assert options.prompt_for(MediaFile("a.JPG", Path("a.JPG"))) == DEFAULT_PROMPTS["image"]
+    assert options.prompt_for(MediaFile("a.gif", Path("a.gif"))) == DEFAULT_PROMPTS["video"]  # a GIF is a clip
+    assert options.prompt_for(MediaFile("a.mp4", Path("a.mp4"))) == DEFAULT_PROMPTS["video"]
+
+
+def test_prompt_and_prompt_file_give_every_file_one_instruction(tmp_path):
+    file = tmp_path / "p.txt"
+    file.write_text("  Say what you see.\n")
+    for options in (_options(prompt="Say what you see."), _options(prompt_file=str(file))):
+        assert set(options.resolved().prompts.values()) == {"Say what you see."}
+
+
+@pytest.mark.parametrize("values, flag", [
+    ({"prompt": "a", "prompt_file": "b"}, "not both"),
+    ({"max_new_tokens": 0}, "--max_new_tokens 0"),
+    ({"batch_size": 0}, "--batch_size 0"),
+    ({"num_frames": -1}, "--num_frames -1"),
+    ({"dry_run": -2}, "--dry_run -2"),
+    ({"caption_extension": "txt"}, "--caption_extension `txt`"),
+    ({"model": None}, "needs a captioner"),
+    ({"prompt_file": "/nonexistent/p.txt"}, "--prompt_file /nonexistent/p.txt cannot be read"),
+])
+def test_bad_values_are_refused_naming_the_flag(values, flag):
+    with pytest.raises(UserError, match=flag.replace("(", r"\(")):
+        _options(**values).resolved()
+
+
+def test_an_empty_prompt_file_is_refused(tmp_path):
+    (tmp_path / "p.txt").write_text("\n")
+    with pytest.raises(UserError, match="is empty"):
+        _options(prompt_file=str(tmp_path / "p.txt")).resolved()
+
+
+def test_the_adapter_names_the_model_when_model_is_not_given(tmp_path):
+    (tmp_path / "adapter_config.json").write_text('{"base_model_name_or_path": "/models/qwen"}')
+    assert _options(model=None, adapter=str(tmp_path)).resolved().model_path() == "/models/qwen"
+    (tmp_path / "adapter_config.json").write_text("{}")
+    with pytest.raises(UserError, match="Pass the base with --model"):
+        _options(model=None, adapter=str(tmp_path)).resolved().model_path()
+
+
+def test_the_journal_options_are_what_shapes_a_caption():
+    base = _options().resolved().journal_options()
+    assert _options(prefix="sks, ").resolved().journal_options() != base
+    assert _options(batch_size=8, dry_run=0, device="cpu").resolved().journal_options() == base  # speed only

@@ -1,0 +1,123 @@
+"""``dit-lora caption`` start to end on a tiny Qwen2.5-VL: a mixed folder captioned, existing captions kept, a
+broken file named, --dry_run writing nothing, --metadata, and a run killed at an instant it did not choose resumed
+with no caption written twice or lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from dit_lora.captioning import run as run_module
+from dit_lora.captioning.options import CaptionOptions
+from dit_lora.captioning.run import caption_folder
+from dit_lora.captioning.writer import JOURNAL, METADATA
+from dit_lora.data.synthetic.clips import write_moving_square_clip
+from dit_lora.families.videollm import build_demo_model
+
+from helpers import ROOT
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return build_demo_model("qwen2_5_vl", tmp_path_factory.mktemp("run") / "tiny")
+
+
+def _folder(root: Path, images: int = 3, clips: int = 2) -> Path:
+    rng = np.random.default_rng(0)
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(images):
+        Image.fromarray(rng.integers(0, 256, (24 + 8 * i, 40, 3), dtype=np.uint8)).save(root / f"img{i}.png")
+    for i in range(clips):
+        write_moving_square_clip(root / "clips" / f"c{i}.mp4", color=["red", "blue"][i % 2],
+                                 direction="left to right", num_frames=8, size=32)
+    return root
+
+
+def _options(path: Path, tiny: Path, **values) -> CaptionOptions:
+    base = {"path": path, "model": str(tiny), "max_new_tokens": 6, "num_frames": 2, "mixed_precision": "no",
+            "device": "cpu", "batch_size": 2}
+    return CaptionOptions(**{**base, **values}).resolved()
+
+
+def test_a_mixed_folder_is_captioned_then_kept(tiny, tmp_path, monkeypatch):
+    folder = _folder(tmp_path / "data")
+    (folder / "broken.png").write_bytes(b"not an image")
+    (folder / "img1.txt").write_text("my own caption")
+    outcome = caption_folder(_options(folder, tiny, prefix="sks, ", suffix="."))
+    assert sorted(outcome.written) == ["clips/c0.mp4", "clips/c1.mp4", "img0.png", "img2.png"]
+    assert outcome.kept == 1 and (folder / "img1.txt").read_text() == "my own caption"
+    assert [key for key, _ in outcome.failed] == ["broken.png"] and "not a readable image" in outcome.failed[0][1]
+    for key, text in outcome.written.items():
+        written = (folder / key).with_suffix(".txt").read_text()
+        assert written == text and text.startswith("sks, ") and text.endswith(".") and len(text) > 6
+    assert (folder / JOURNAL).is_file()  # a file failed: the journal stays for the retry
+
+    (folder / "broken.png").unlink()
+    monkeypatch.setattr(run_module, "load_captioner", lambda *a, **k: pytest.fail("nothing to caption"))
+    again = caption_folder(_options(folder, tiny, prefix="sks, ", suffix="."))
+    assert again.written == {} and again.kept == 1 and len(again.resumed) == 4 and not again.failed
+    assert not (folder / JOURNAL).exists()  # everything done: the journal goes
+
+
+def test_overwrite_replaces_and_dry_run_writes_nothing(tiny, tmp_path):
+    folder = _folder(tmp_path / "data", images=2, clips=1)
+    for name in ("img0", "img1", "clips/c0"):
+        (folder / f"{name}.txt").write_text("old")
+    dry = caption_folder(_options(folder, tiny, overwrite=True, dry_run=2))
+    assert len(dry.written) == 2 and all(t != "old" for t in dry.written.values())
+    assert {p.read_text() for p in folder.rglob("*.txt")} == {"old"} and not (folder / JOURNAL).exists()
+    done = caption_folder(_options(folder, tiny, overwrite=True))
+    assert len(done.written) == 3 and done.kept == 0
+    assert {k: (folder / k).with_suffix(".txt").read_text() for k in done.written} == done.written
+    assert {k: done.written[k] for k in dry.written} == dry.written  # greedy: the dry run's captions are the run's
+
+
+def test_metadata_jsonl_holds_one_row_per_file(tiny, tmp_path):
+    folder = _folder(tmp_path / "data", images=2, clips=1)
+    (folder / METADATA).write_text(json.dumps({"file_name": "img0.png", "text": "kept", "tag": 1}) + "\n")
+    outcome = caption_folder(_options(folder, tiny, metadata=True))
+    rows = [json.loads(line) for line in (folder / METADATA).read_text().splitlines()]
+    assert rows[0] == {"file_name": "img0.png", "text": "kept", "tag": 1} and outcome.kept == 1
+    assert {r["file_name"]: r["text"] for r in rows[1:]} == outcome.written
+    assert not list(folder.rglob("*.txt")) and not (folder / JOURNAL).exists()
+
+
+def test_a_killed_run_resumes_with_no_caption_written_twice_or_lost(tiny, tmp_path):
+    folder = _folder(tmp_path / "killed", images=6, clips=2)
+    reference = shutil.copytree(folder, tmp_path / "whole")
+    args = [sys.executable, "-m", "dit_lora", "caption", str(folder), "--model", str(tiny), "--max_new_tokens", "6",
+            "--num_frames", "2", "--mixed_precision", "no", "--device", "cpu", "--batch_size", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = folder / JOURNAL
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.is_file() and journal.read_text().count("\n") >= 3:  # the options and two files, maybe more
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    first = [json.loads(line)["file_name"] for line in journal.read_text().splitlines()[1:] if line.endswith("}")]
+    assert 2 <= len(first) < 8, "the run was not killed midway"
+
+    resumed = caption_folder(_options(folder, tiny, batch_size=1))
+    assert set(resumed.written).isdisjoint(first)  # nothing captioned twice
+    assert sorted([*resumed.written, *resumed.resumed]) == sorted(p.relative_to(folder).as_posix()
+                                                                   for p in folder.rglob("*.*")
+                                                                   if p.suffix in (".png", ".mp4"))
+    whole = caption_folder(_options(reference, tiny, batch_size=1))
+    # the interrupted-and-resumed folder holds exactly the captions of an uninterrupted run
+    captions = {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*.txt")}
+    assert captions == {Path(k).with_suffix(".txt").as_posix(): text for k, text in whole.written.items()}
+    assert not journal.exists()

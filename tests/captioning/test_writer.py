@@ -1,0 +1,101 @@
+"""Caption files written safely: atomic sidecars, the journal a killed run resumes from (a torn last line dropped,
+other options refused), and metadata.jsonl merged with its other rows and columns kept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dit_lora.captioning.writer import JOURNAL, METADATA, CaptionStore, caption_path
+from dit_lora.core.errors import UserError
+
+OPTIONS = {"model": "m", "prompt": {"image": "p"}, "prefix": ""}
+
+
+def _store(root, metadata=False, options=OPTIONS):
+    return CaptionStore(root, extension=".txt", metadata=metadata, options=dict(options))
+
+
+def _media(root, *names):
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"x")
+    return [(name, root / name) for name in names]
+
+
+def test_sidecars_are_written_beside_each_file_and_the_journal_records_them(tmp_path):
+    (a, pa), (b, pb) = _media(tmp_path, "a.png", "sub/b.mp4")
+    store = _store(tmp_path)
+    store.write([(a, pa, "one"), (b, pb, "two")])
+    assert caption_path(pa, ".txt").read_text() == "one" and (tmp_path / "sub" / "b.txt").read_text() == "two"
+    lines = (tmp_path / JOURNAL).read_text().splitlines()
+    assert json.loads(lines[0]) == {"options": OPTIONS}
+    assert [json.loads(line)["file_name"] for line in lines[1:]] == ["a.png", "sub/b.mp4"]
+    assert store.has_caption(a, pa) and not store.has_caption("c.png", tmp_path / "c.png")
+    store.finish({}, complete=True)
+    assert not (tmp_path / JOURNAL).exists()  # a complete run leaves no journal
+    assert not list(tmp_path.glob(".*.tmp"))  # nor temporary files
+
+
+def test_an_incomplete_run_keeps_its_journal_and_the_next_resumes_from_it(tmp_path):
+    (a, pa), (b, pb) = _media(tmp_path, "a.png", "b.png")
+    first = _store(tmp_path)
+    first.write([(a, pa, "one")])
+    first.finish({}, complete=False)
+    again = _store(tmp_path)
+    again.resume()
+    assert again.resumed == {"a.png": "one"} and not again.dropped_torn_line
+
+
+def test_a_torn_last_line_is_dropped_and_its_file_captioned_again(tmp_path):
+    (a, pa), (b, pb) = _media(tmp_path, "a.png", "b.png")
+    store = _store(tmp_path)
+    store.write([(a, pa, "one"), (b, pb, "two")])
+    store.finish({}, complete=False)
+    journal = tmp_path / JOURNAL
+    journal.write_bytes(journal.read_bytes()[:-7])  # killed while writing b's line
+    again = _store(tmp_path)
+    again.resume()
+    assert again.resumed == {"a.png": "one"} and again.dropped_torn_line
+    again.write([(b, pb, "two")])  # the resumed run's line follows a whole one
+    third = _store(tmp_path)
+    third.resume()
+    assert third.resumed == {"a.png": "one", "b.png": "two"}
+
+
+def test_a_journal_of_other_options_is_refused_naming_them(tmp_path):
+    (a, pa), = _media(tmp_path, "a.png")
+    store = _store(tmp_path)
+    store.write([(a, pa, "one")])
+    store.finish({}, complete=False)
+    other = _store(tmp_path, options={**OPTIONS, "prefix": "sks, "})
+    with pytest.raises(UserError, match=r"--prefix was '', now 'sks, '.*delete that file"):
+        other.resume()
+
+
+def test_an_unreadable_journal_is_one_paragraph(tmp_path):
+    (tmp_path / JOURNAL).write_text("not json\n")
+    with pytest.raises(UserError, match="not a captioning journal"):
+        _store(tmp_path).resume()
+
+
+def test_metadata_is_merged_keeping_other_rows_and_columns(tmp_path):
+    (a, pa), (b, pb) = _media(tmp_path, "a.png", "b.png")
+    rows = [{"file_name": "a.png", "text": "old", "score": 3}, {"file_name": "z.png", "text": "other"}]
+    (tmp_path / METADATA).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = _store(tmp_path, metadata=True)
+    assert store.has_caption(a, pa) and not store.has_caption(b, pb)
+    store.write([(a, pa, "new"), (b, pb, "bee")])
+    assert (tmp_path / METADATA).read_text().count("\n") == 2  # nothing merged before the end
+    assert not caption_path(pa, ".txt").exists()
+    store.finish({"a.png": "new", "b.png": "bee"}, complete=True)
+    merged = [json.loads(line) for line in (tmp_path / METADATA).read_text().splitlines()]
+    assert merged == [{"file_name": "a.png", "text": "new", "score": 3}, {"file_name": "z.png", "text": "other"},
+                      {"file_name": "b.png", "text": "bee"}]
+
+
+def test_a_metadata_line_that_is_not_a_row_is_refused_before_anything_is_written(tmp_path):
+    (tmp_path / METADATA).write_text('{"file_name": "a.png", "text": "x"}\n[1, 2]\n')
+    with pytest.raises(UserError, match=r"line 2 of .*metadata.jsonl"):
+        _store(tmp_path, metadata=True)
