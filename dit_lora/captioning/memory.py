@@ -57,13 +57,15 @@ class CaptionMemory:
         """Everything, the CUDA context included."""
         return self.weights + self.kv_cache + self.working + CONTEXT_BYTES
 
-    def line(self) -> str:
-        """``memory: about 9.1 GiB (weights 5.2 GiB, ...)``: what the run prints before loading."""
+    def line(self, gpu: bool = True) -> str:
+        """``memory: about 9.1 GiB (weights 5.2 GiB, ...)``: what the run prints before loading (``gpu``: with the
+        CUDA context, else without it)."""
+        total = self.total if gpu else self.total - CONTEXT_BYTES
+        context = f", CUDA context {human_bytes(CONTEXT_BYTES)}" if gpu else ""
         return (
-            f"memory: about {human_bytes(self.total)} on the device (weights {human_bytes(self.weights)}, key/value "
+            f"memory: about {human_bytes(total)} on the device (weights {human_bytes(self.weights)}, key/value "
             f"cache {human_bytes(self.kv_cache)} and working memory {human_bytes(self.working)} for a batch of "
-            f"{self.batch_size} at {self.video_tokens} video tokens a clip, CUDA context "
-            f"{human_bytes(CONTEXT_BYTES)})"
+            f"{self.batch_size} at {self.video_tokens} video tokens a clip{context})"
         )
 
 

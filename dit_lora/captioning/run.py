@@ -21,8 +21,8 @@ from dit_lora.captioning.media import MediaFile, list_media, read_media
 from dit_lora.captioning.memory import caption_memory
 from dit_lora.captioning.options import CaptionOptions
 from dit_lora.captioning.writer import CaptionStore
-from dit_lora.core.errors import UserError
-from dit_lora.core.fileio import human_bytes
+from dit_lora.core.errors import Interrupted, UserError
+from dit_lora.core.fileio import check_writable, human_bytes, reporting_disk_full
 from dit_lora.core.progress import Progress, say
 from dit_lora.families.videollm.frames import SampledClip
 
@@ -71,13 +71,13 @@ def _say_listing(media: list[MediaFile], todo: list[MediaFile], kept: int, store
 def _check_fits(captioner_cfg, options: CaptionOptions, device: torch.device) -> None:
     """Say the memory the captioner takes; on a GPU too small for it, one paragraph with what to change."""
     memory = caption_memory(captioner_cfg, options.batch_size, options.max_new_tokens)
-    say(memory.line())
+    say(memory.line(gpu=device.type == "cuda"))
     if device.type != "cuda":
         return
     free, _ = torch.cuda.mem_get_info(device)
     if memory.total > free:
         raise UserError(
-            f"dit-lora caption: the captioner needs about {human_bytes(memory.total)} ({memory.line()[8:]}) and "
+            f"dit-lora caption: the captioner needs about {human_bytes(memory.total)} ({memory.line(gpu=True)[8:]}) and "
             f"{device} has {human_bytes(free)} free. Load the language model in 4 bits (--quantize_base nf4: a 7B-8B "
             "captioner then fits a 16 GB card), lower --batch_size or --num_frames, or caption on a larger card."
         )
@@ -154,6 +154,8 @@ def caption_folder(options: CaptionOptions) -> Outcome:
             store.finish(dict(store.resumed), complete=True)
         return outcome
     device = options.torch_device()
+    if not options.dry_run:  # before the model loads: a read-only folder costs a second, not a load
+        check_writable(root, "PATH", " Or pass --dry_run to see the captions without writing them.")
     cfg = captioner_config(
         options.model_path(),
         family=options.family,
@@ -181,6 +183,7 @@ def _run_batches(
 ) -> list[CaptionFacts]:
     facts: list[CaptionFacts] = []
     progress = Progress(len(todo), desc="captioning", unit="file")
+    advice = "The captions written so far are kept: free some space and run the same command again to caption the rest."
     try:
         with ThreadPoolExecutor(DECODE_THREADS) as pool:
             for batch in _decoded(todo, options, pool):
@@ -189,9 +192,18 @@ def _run_batches(
                     for key, _, text in rows:
                         say(f"{key}: {text}")
                 elif rows:
-                    store.write(rows)
+                    with reporting_disk_full("captions", store.root, advice=advice):
+                        store.write(rows)
                 outcome.written.update({key: text for key, _, text in rows})
                 progress.update(len(batch))
+    except KeyboardInterrupt:
+        if not options.dry_run:
+            store.finish({}, complete=False)  # the journal closed; it stays for the rerun
+        raise Interrupted(
+            f"interrupted (Ctrl-C) after {len(outcome.written)} caption(s) of {len(todo)}; they are kept. Run the same "
+            "command again to caption the rest (exit 130).",
+            130,
+        ) from None
     finally:
         progress.close()
     return facts

@@ -121,3 +121,71 @@ def test_a_killed_run_resumes_with_no_caption_written_twice_or_lost(tiny, tmp_pa
     captions = {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*.txt")}
     assert captions == {Path(k).with_suffix(".txt").as_posix(): text for k, text in whole.written.items()}
     assert not journal.exists()
+
+
+def test_ctrl_c_keeps_what_was_written_and_the_rerun_captions_the_rest(tiny, tmp_path, monkeypatch):
+    from dit_lora.captioning.captioner import Captioner
+    from dit_lora.core.errors import Interrupted
+
+    folder = _folder(tmp_path / "data", images=4, clips=0)
+    original, calls = Captioner.generate, []
+
+    def interrupted_second_batch(self, built):
+        calls.append(len(built))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return original(self, built)
+
+    monkeypatch.setattr(Captioner, "generate", interrupted_second_batch)
+    with pytest.raises(Interrupted, match=r"after 2 caption\(s\) of 4; they are kept. Run the same command") as err:
+        caption_folder(_options(folder, tiny))
+    assert err.value.exit_code == 130 and len(list(folder.glob("*.txt"))) == 2
+    monkeypatch.setattr(Captioner, "generate", original)
+    rest = caption_folder(_options(folder, tiny))
+    assert len(rest.written) == 2 and len(rest.resumed) == 2 and len(list(folder.glob("*.txt"))) == 4
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A folder on its own 64 KiB tmpfs (root), remountable read-only."""
+    import subprocess as sp
+
+    path = tmp_path / "disk"
+    path.mkdir()
+    if os.geteuid() != 0 or sp.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(path)],
+                                   capture_output=True).returncode != 0:
+        pytest.fail("these tests mount a tmpfs: run them as root (CI does)")
+    yield path
+    sp.run(["umount", "-l", str(path)], check=True)
+
+
+def test_a_read_only_folder_is_refused_before_the_model_loads(tiny, small_disk, monkeypatch):
+    import subprocess as sp
+
+    from dit_lora.core.errors import UserError
+
+    _folder(small_disk, images=1, clips=0)
+    sp.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    monkeypatch.setattr(run_module, "load_captioner", lambda *a, **k: pytest.fail("loaded before the check"))
+    with pytest.raises(UserError, match=r"`PATH .*` is not writable \(read-only file system\).*--dry_run"):
+        caption_folder(_options(small_disk, tiny))
+    monkeypatch.undo()
+    assert caption_folder(_options(small_disk, tiny, dry_run=1)).written  # a dry run writes nothing: it runs
+
+
+def test_a_full_disk_is_one_paragraph_and_the_captions_written_stay(tiny, small_disk):
+    from dit_lora.core.fileio import DiskFullError
+
+    _folder(small_disk, images=3, clips=0)
+    filler = small_disk / "filler.bin"
+    with open(filler, "wb", buffering=0) as out:  # everything but about 2 pages: the journal's first line fits, not much more
+        try:
+            while True:
+                out.write(b"\0" * 1024)
+
+        except OSError:
+            pass
+    filler.write_bytes(filler.read_bytes()[: -8192])
+    with pytest.raises(DiskFullError, match="No space left on device while writing captions to .*run the same command again"):
+        caption_folder(_options(small_disk, tiny, batch_size=1, max_new_tokens=40))
+    assert not list(small_disk.glob(".*.tmp"))  # no half-written caption left behind
