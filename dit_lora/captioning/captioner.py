@@ -164,6 +164,12 @@ def check_adapter(folder: Path, family: str) -> None:
         )
     if summary.is_file():
         trained = _summary_family(summary)
+        if trained is not None and trained not in captioners():
+            raise UserError(
+                f"--adapter {folder} was trained for {trained}, a model that makes images or clips, not captions. "
+                "Pass the output folder of a video-LLM run (recipes/videollm_lora.py; `dit-lora caption PATH "
+                "--training_file NAME` writes its data from your own captions)."
+            )
         if trained is not None and trained != family:
             raise UserError(
                 f"--adapter {folder} was trained on a {trained} model, but the captioner (--model) is {family}. "

@@ -24,12 +24,11 @@ import torch
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config.schema import TrainConfig
-from dit_lora.core.fileio import human_bytes
 from dit_lora.modeling import quantize
 from dit_lora.plan.fake import module_bytes
 from dit_lora.registry import get_spec
 
-__all__ = ["CONTEXT_BYTES", "GIB_16", "PROMPT_TEXT_TOKENS", "CaptionMemory", "caption_memory"]
+__all__ = ["CONTEXT_BYTES", "GIB_16", "gib", "PROMPT_TEXT_TOKENS", "CaptionMemory", "caption_memory"]
 
 #: text tokens of a captioning prompt beside the video tokens (the chat template and a paragraph of instruction)
 PROMPT_TEXT_TOKENS = 96
@@ -61,12 +60,17 @@ class CaptionMemory:
         """``memory: about 9.1 GiB (weights 5.2 GiB, ...)``: what the run prints before loading (``gpu``: with the
         CUDA context, else without it)."""
         total = self.total if gpu else self.total - CONTEXT_BYTES
-        context = f", CUDA context {human_bytes(CONTEXT_BYTES)}" if gpu else ""
+        context = f", CUDA context {gib(CONTEXT_BYTES)}" if gpu else ""
         return (
-            f"memory: about {human_bytes(total)} on the device (weights {human_bytes(self.weights)}, key/value "
-            f"cache {human_bytes(self.kv_cache)} and working memory {human_bytes(self.working)} for a batch of "
+            f"memory: about {gib(total)} on the device (weights {gib(self.weights)}, key/value "
+            f"cache {gib(self.kv_cache)} and working memory {gib(self.working)} for a batch of "
             f"{self.batch_size} at {self.video_tokens} video tokens a clip{context})"
         )
+
+
+def gib(n: int) -> str:
+    """``8.2 GiB`` (``512.0 MiB`` below one): device memory in the binary units cards are sold and reported in."""
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def _text_config(config):

@@ -112,9 +112,19 @@ class CaptionOptions:
                 "dit-lora caption needs a captioner: --model with a video LLM's folder or Hub id (e.g. "
                 "Qwen/Qwen2.5-VL-7B-Instruct), or --adapter with a video-LLM LoRA trained by dit-lora."
             )
+        self._check_paths()
         text = self.prompt or (self._read_prompt_file() if self.prompt_file else None)
         prompts = {kind: text for kind in DEFAULT_PROMPTS} if text else dict(DEFAULT_PROMPTS)
         return replace(self, prompts=prompts)
+
+    def _check_paths(self) -> None:
+        """--model and --adapter: a local path that does not exist is one paragraph (a Hub id is fetched later)."""
+        for flag, given in (("--model", self.model), ("--adapter", self.adapter)):
+            if given and not _is_hub_id(given) and not Path(given).expanduser().exists():
+                raise UserError(
+                    f"dit-lora caption: {flag} {given} does not exist (a folder, absolute or relative to "
+                    f"{Path.cwd()}; a Hub id is written owner/name). Point it at the folder."
+                )
 
     def _read_prompt_file(self) -> str:
         path = Path(str(self.prompt_file)).expanduser()
@@ -170,7 +180,18 @@ class CaptionOptions:
                 f"dit-lora caption: --adapter {self.adapter} does not say which model it was trained from (no "
                 "base_model_name_or_path in its adapter_config.json). Pass the base with --model."
             )
+        if not _is_hub_id(base) and not Path(base).expanduser().exists():
+            raise UserError(
+                f"dit-lora caption: --adapter {self.adapter} was trained from `{base}` (its adapter_config.json), which "
+                f"is not here (a relative path is read from {Path.cwd()}, and the run may have started elsewhere). "
+                "Pass the base model's folder with --model."
+            )
         return base
+
+
+def _is_hub_id(text: str) -> bool:
+    """``owner/name`` as the Hub writes ids (what ``from_pretrained`` would fetch), not a path on this machine."""
+    return text.count("/") == 1 and not text.startswith((".", "/", "~")) and not Path(text).exists()
 
 
 def _adapter_base(folder: Path) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +19,11 @@ import torch
 from dit_lora.captioning.captioner import Captioner, captioner_config, load_captioner
 from dit_lora.captioning.checks import CaptionFacts, caption_report
 from dit_lora.captioning.media import MediaFile, list_media, read_media
-from dit_lora.captioning.memory import caption_memory
+from dit_lora.captioning.memory import caption_memory, gib
 from dit_lora.captioning.options import CaptionOptions
-from dit_lora.captioning.writer import CaptionStore
+from dit_lora.captioning.writer import METADATA, CaptionStore
 from dit_lora.core.errors import Interrupted, UserError
-from dit_lora.core.fileio import check_writable, human_bytes, reporting_disk_full
+from dit_lora.core.fileio import check_writable, reporting_disk_full
 from dit_lora.core.progress import Progress, say
 from dit_lora.families.videollm.frames import SampledClip
 
@@ -57,14 +58,25 @@ def _plan_work(options: CaptionOptions, store: CaptionStore, media: list[MediaFi
     return todo, kept
 
 
-def _say_listing(media: list[MediaFile], todo: list[MediaFile], kept: int, store: CaptionStore, root: Path) -> None:
+def _say_listing(
+    media: list[MediaFile], todo: list[MediaFile], kept: int, store: CaptionStore, options: CaptionOptions
+) -> None:
     images = sum(m.is_image for m in media)
-    say(f"{root}: {len(media)} file(s) ({images} image(s), {len(media) - images} clip(s))")
+    say(f"{store.root}: {len(media)} file(s) ({images} image(s), {len(media) - images} clip(s))")
     if store.resumed:
         torn = " (its last, half-written line dropped: that file is captioned again)" if store.dropped_torn_line else ""
         say(f"resuming: {len(store.resumed)} file(s) captioned by the interrupted run are kept{torn}")
     if kept:
         say(f"kept: {kept} file(s) already have a caption, left as they are (--overwrite replaces them)")
+    if store.copied:
+        say(
+            f"copied: {len(store.copied)} of them have only a {options.caption_extension} caption, which training "
+            f"would not read beside {METADATA}: it is copied into a row of it, as written"
+        )
+    if options.overwrite:
+        replaced = sum(store.has_caption(item.key, item.path) for item in todo)
+        if replaced:
+            say(f"replacing: {replaced} existing caption(s) (--overwrite)")
     say(f"to caption: {len(todo)} file(s)")
 
 
@@ -77,8 +89,8 @@ def _check_fits(captioner_cfg, options: CaptionOptions, device: torch.device) ->
     free, _ = torch.cuda.mem_get_info(device)
     if memory.total > free:
         raise UserError(
-            f"dit-lora caption: the captioner needs about {human_bytes(memory.total)} ({memory.line(gpu=True)[8:]}) and "
-            f"{device} has {human_bytes(free)} free. Load the language model in 4 bits (--quantize_base nf4: a 7B-8B "
+            f"dit-lora caption: the captioner needs about {gib(memory.total)} ({memory.line(gpu=True)[8:]}) and "
+            f"{device} has {gib(free)} free. Load the language model in 4 bits (--quantize_base nf4: a 7B-8B "
             "captioner then fits a 16 GB card), lower --batch_size or --num_frames, or caption on a larger card."
         )
 
@@ -136,9 +148,32 @@ def _caption_batch(
     return rows
 
 
+#: the loaders' words for training's flags -> this command's
+_FLAGS = {"--pretrained_model_name_or_path": "--model", "Point load_adapter at": "Point --adapter at"}
+
+
+@contextmanager
+def _in_caption_words() -> Iterator[None]:
+    """A loader's refusal written for ``dit-lora train`` (the model loads through the family's own code), with this
+    command's flag names."""
+    try:
+        yield
+    except UserError as err:
+        text = str(err)
+        for training, here in _FLAGS.items():
+            text = text.replace(training, here)
+        err.args = (text, *err.args[1:])
+        raise
+
+
 def caption_folder(options: CaptionOptions) -> Outcome:
     """Caption ``options.path`` as the options say; returns what was done (the command prints the summary)."""
     root, media = list_media(options.path, say)
+    if options.metadata and options.path.is_file():
+        raise UserError(
+            "dit-lora caption --metadata writes the folder's metadata.jsonl, with every file's path from the folder "
+            "training reads: pass that folder, not one file (or leave --metadata out to write a caption file)."
+        )
     store = CaptionStore(
         root, extension=options.caption_extension, metadata=options.metadata, options=options.journal_options()
     )
@@ -147,24 +182,25 @@ def caption_folder(options: CaptionOptions) -> Outcome:
     todo, kept = _plan_work(options, store, media)
     if options.dry_run:
         todo = todo[: options.dry_run]
-    _say_listing(media, todo, kept, store, root)
+    _say_listing(media, todo, kept, store, options)
     outcome = Outcome({}, kept, dict(store.resumed), [])
     if not todo:
         if not options.dry_run:
-            store.finish(dict(store.resumed), complete=True)
+            store.finish({**store.copied, **store.resumed}, complete=True)
         return outcome
     device = options.torch_device()
     if not options.dry_run:  # before the model loads: a read-only folder costs a second, not a load
         check_writable(root, "PATH", " Or pass --dry_run to see the captions without writing them.")
-    cfg = captioner_config(
-        options.model_path(),
-        family=options.family,
-        quantize_base=options.quantize_base,
-        mixed_precision=options.mixed_precision,
-        num_frames=options.num_frames,
-    )
-    _check_fits(cfg, options, device)
-    captioner = load_captioner(cfg, device, options.adapter, options.max_new_tokens)
+    with _in_caption_words():
+        cfg = captioner_config(
+            options.model_path(),
+            family=options.family,
+            quantize_base=options.quantize_base,
+            mixed_precision=options.mixed_precision,
+            num_frames=options.num_frames,
+        )
+        _check_fits(cfg, options, device)
+        captioner = load_captioner(cfg, device, options.adapter, options.max_new_tokens)
     say(
         f"captioner: {cfg.model.family} from {cfg.model.pretrained_model_name_or_path}"
         + (f" with the adapter {options.adapter}" if options.adapter else "")
@@ -172,8 +208,9 @@ def caption_folder(options: CaptionOptions) -> Outcome:
     )
     facts = _run_batches(captioner, options, todo, store, outcome)
     if not options.dry_run:
-        store.finish({**outcome.resumed, **outcome.written}, complete=not outcome.failed)
-    for line in caption_report(facts, max_new_tokens=options.max_new_tokens):
+        store.finish({**store.copied, **outcome.resumed, **outcome.written}, complete=not outcome.failed)
+    earlier = [CaptionFacts(key, text) for key, text in outcome.resumed.items()]  # the resumed run's, as written
+    for line in caption_report(earlier + facts, max_new_tokens=options.max_new_tokens):
         say(line)
     return outcome
 
@@ -198,7 +235,8 @@ def _run_batches(
                 progress.update(len(batch))
     except KeyboardInterrupt:
         if not options.dry_run:
-            store.finish({}, complete=False)  # the journal closed; it stays for the rerun
+            # metadata.jsonl gets what is written so far; the journal stays for the rerun
+            store.finish({**store.copied, **outcome.resumed, **outcome.written}, complete=False)
         raise Interrupted(
             f"interrupted (Ctrl-C) after {len(outcome.written)} caption(s) of {len(todo)}; they are kept. Run the same "
             "command again to caption the rest (exit 130).",

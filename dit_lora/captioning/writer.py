@@ -44,9 +44,30 @@ class CaptionStore:
         self.journal = root / JOURNAL
         self.options = options
         self.resumed: dict[str, str] = {}  #: key -> caption, from an interrupted run's journal
+        self._check_metadata_files()
         self.existing: dict[str, list[dict[str, Any]]] = self._read_metadata() if metadata else {}
+        #: --metadata: a file's own caption file (the user's), copied into metadata.jsonl, which training reads first
+        self.copied: dict[str, str] = {}
         self.dropped_torn_line = False
         self._handle = None
+
+    def _check_metadata_files(self) -> None:
+        """Captions where training will read them: a metadata file at the root is read before caption files (for
+        clips, only the files it lists are trained), so ``.txt`` captions beside it could go unread; and training
+        refuses a folder with both metadata.jsonl and metadata.csv."""
+        if (self.root / "metadata.csv").is_file():
+            raise UserError(
+                f"dit-lora caption: {self.root} holds metadata.csv, which training reads before caption files, and "
+                f"dit-lora caption writes {'metadata.jsonl (a folder with both is refused)' if self.metadata else 'caption files'}. "
+                "Convert it to metadata.jsonl (one JSON object a line, the same columns) and pass --metadata, or move "
+                "it out of the folder."
+            )
+        if not self.metadata and (self.root / METADATA).is_file():
+            raise UserError(
+                f"dit-lora caption: {self.root} holds metadata.jsonl, which training reads before caption files (for "
+                f"clips, only the files it lists are trained), so new {self.extension} captions could go unread. Pass "
+                "--metadata to add the captions to it, or move it out of the folder to caption into files."
+            )
 
     # --- what is there ---------------------------------------------------------------------------------------
     def resume(self) -> None:
@@ -77,11 +98,16 @@ class CaptionStore:
             raise UserError(self._unreadable_journal())
         changed = [k for k in sorted(set(earlier) | set(self.options)) if earlier.get(k) != self.options.get(k)]
         if changed:
-            said = "; ".join(f"--{k} was {earlier.get(k)!r}, now {self.options.get(k)!r}" for k in changed)
+            said = "; ".join(_change(k, earlier.get(k), self.options.get(k)) for k in changed)
+            kept = (
+                "the captions it wrote that are not in metadata.jsonl yet are in that file only"
+                if self.metadata
+                else "the captions it already wrote stay, and are kept unless --overwrite"
+            )
             raise UserError(
-                f"dit-lora caption: {self.journal} is an interrupted captioning run of this folder with other options "
-                f"({said}). Run the same command again to finish it, or delete that file to start over with the new "
-                "options (the captions it already wrote stay, and are kept unless --overwrite)."
+                f"dit-lora caption: {self.journal} is the journal of an unfinished captioning run of this folder "
+                f"(interrupted, or with files that failed) with other options: {said}. Run that command again to "
+                f"finish it, or delete that file to start over with the new options ({kept})."
             )
 
     def _unreadable_journal(self) -> str:
@@ -92,10 +118,23 @@ class CaptionStore:
         )
 
     def has_caption(self, key: str, media: Path) -> bool:
-        """Whether ``media`` (``key`` in the folder) has a caption already: its sidecar, or a metadata row."""
+        """Whether ``media`` (``key`` in the folder) has a caption already: its caption file, or a metadata row.
+        With ``--metadata`` a caption file without a row is copied into a row (:attr:`copied`): training reads
+        metadata.jsonl first, so the user's caption would otherwise go unread."""
+        if self.metadata and key in self.existing:
+            return True
+        own = caption_path(media, self.extension)
+        if not own.is_file():
+            return False
         if self.metadata:
-            return key in self.existing
-        return caption_path(media, self.extension).exists()
+            try:
+                self.copied[key] = own.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as err:
+                raise UserError(
+                    f"dit-lora caption --metadata: the caption {own} cannot be read as UTF-8 text ({err}); it would be "
+                    "copied into metadata.jsonl. Mend it (or delete it to have the file captioned) and run again."
+                )
+        return True
 
     def _read_metadata(self) -> dict[str, list[dict[str, Any]]]:
         path = self.root / METADATA
@@ -145,6 +184,13 @@ class CaptionStore:
             write_text_atomic(self.root / METADATA, _merged(self.root / METADATA, self.existing, captions))
         if complete:
             self.journal.unlink(missing_ok=True)
+
+
+def _change(key: str, before: Any, now: Any) -> str:
+    """One changed option, as the refusal names it: the prompt by name only (a paragraph each)."""
+    if key == "prompt":
+        return "--prompt/--prompt_file differs"
+    return f"--{key} was {before!r}, now {now!r}"
 
 
 def _merged(path: Path, existing: dict[str, list[dict[str, Any]]], captions: dict[str, str]) -> str:

@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
             extra = {"choices": meta["choices"]} if "choices" in meta else {}
             if f.name == "dry_run":  # `--dry_run` alone: the first 3 files
                 extra["nargs"], extra["const"] = "?", 3
-            parser.add_argument(f"--{f.name}", type=kind, default=default, help=meta["help"], **extra)
+            shown = f" (default: {default})" if default not in (None, "", 0) else ""
+            parser.add_argument(f"--{f.name}", type=kind, default=default, help=meta["help"] + shown, **extra)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +80,12 @@ def run(args: argparse.Namespace) -> int:
     if len(failed) > NAMED_FAILURES:
         print(f"  ... and {len(failed) - NAMED_FAILURES} more", flush=True)
     if failed and not options.dry_run:
-        print("Run the same command again to retry the failed files (the others are kept).", flush=True)
+        print(
+            "These files could not be read or prompted: training leaves out or refuses what cannot be decoded too, "
+            "so mend or delete them (`dit-lora check-data` names them as training sees them). Then run the same "
+            "command again: it captions only those, the others are kept.",
+            flush=True,
+        )
     return 1 if failed else 0
 
 

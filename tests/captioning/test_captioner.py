@@ -83,6 +83,9 @@ def test_an_adapter_of_another_family_or_no_adapter_is_refused(tmp_path):
     with pytest.raises(UserError, match="trained on a internvl model, but the captioner"):
         check_adapter(tmp_path, "qwen2_5_vl")
     check_adapter(tmp_path, "internvl")
+    (tmp_path / "train_summary.json").write_text('{"family": "wan"}')
+    with pytest.raises(UserError, match="trained for wan, a model that makes images or clips, not captions"):
+        check_adapter(tmp_path, "qwen2_5_vl")
 
 
 def test_a_clip_that_qwen3_vl_cannot_time_fails_alone(tmp_path):

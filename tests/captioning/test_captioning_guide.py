@@ -23,11 +23,15 @@ from videollm_e2e import train_in_process
 GUIDE = ROOT / "docs" / "guides" / "captioning.md"
 
 
-def _loop() -> list[list[str]]:
+def _block(name: str) -> list[list[str]]:
     text = GUIDE.read_text()
-    block = re.search(r"<!-- test: caption-loop -->\n```bash\n(.*?)```", text, re.S)
-    assert block, "docs/guides/captioning.md: no caption-loop block"
+    block = re.search(rf"<!-- test: {name} -->\n```bash\n(.*?)```", text, re.S)
+    assert block, f"docs/guides/captioning.md: no {name} block"
     return [shlex.split(line) for line in block.group(1).splitlines() if line.strip()]
+
+
+def _loop() -> list[list[str]]:
+    return _block("caption-loop")
 
 
 def _swap(words: list[str], old: str, new: str) -> list[str]:
@@ -61,6 +65,11 @@ def test_the_guides_two_commands_caption_a_mixed_folder_and_train_on_it(tmp_path
     assert len(captions) == 5 and all(p.read_text().startswith("sks, ") for p in captions)
 
     model = build_tiny_wan_pipeline(tmp_path / "wan")
+    (check,) = _block("caption-check")  # check-data as the guide gives it, the sizes as the training run's below
+    check = _swap(_swap(check, "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", str(model)), "my_data", str(data))
+    with pytest.raises(SystemExit) as checked:
+        main([*check[1:], "--height", "32", "--width", "32", "--max_num_frames", "5"])
+    assert checked.value.code == 0, capsys.readouterr()
     args = _swap(_swap(train[3:], "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", str(model)), "my_data", str(data))
     args = _swap(args, "my_lora", str(tmp_path / "my_lora"))
     summary, _ = train_in_process(["--family", "wan", *args, "--max_train_steps", "1", "--height", "32", "--width",

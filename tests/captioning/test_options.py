@@ -13,7 +13,7 @@ from dit_lora.core.errors import UserError
 
 
 def _options(**values):
-    return CaptionOptions(**{"path": Path("."), "model": "m", **values})
+    return CaptionOptions(**{"path": Path("."), "model": "Qwen/Qwen2.5-VL-7B-Instruct", **values})
 
 
 def test_the_default_prompt_follows_the_kind_of_file():
@@ -52,11 +52,21 @@ def test_an_empty_prompt_file_is_refused(tmp_path):
 
 
 def test_the_adapter_names_the_model_when_model_is_not_given(tmp_path):
-    (tmp_path / "adapter_config.json").write_text('{"base_model_name_or_path": "/models/qwen"}')
-    assert _options(model=None, adapter=str(tmp_path)).resolved().model_path() == "/models/qwen"
+    (tmp_path / "adapter_config.json").write_text('{"base_model_name_or_path": "Qwen/Qwen3-VL-8B-Instruct"}')
+    assert _options(model=None, adapter=str(tmp_path)).resolved().model_path() == "Qwen/Qwen3-VL-8B-Instruct"
+    (tmp_path / "adapter_config.json").write_text('{"base_model_name_or_path": "models/../qwen"}')  # relative
+    with pytest.raises(UserError, match=r"trained from `models/../qwen` .*which is not here.*--model"):
+        _options(model=None, adapter=str(tmp_path)).resolved().model_path()
     (tmp_path / "adapter_config.json").write_text("{}")
     with pytest.raises(UserError, match="Pass the base with --model"):
         _options(model=None, adapter=str(tmp_path)).resolved().model_path()
+
+
+@pytest.mark.parametrize("flag", ["model", "adapter"])
+def test_a_local_path_that_does_not_exist_is_refused_and_a_hub_id_is_not(flag, tmp_path):
+    with pytest.raises(UserError, match=f"--{flag} {tmp_path}/nope does not exist"):
+        _options(**{flag: str(tmp_path / "nope")}).resolved()
+    assert _options(**{flag: "owner/name"}).resolved()  # fetched when loading
 
 
 def test_the_journal_options_are_what_shapes_a_caption():

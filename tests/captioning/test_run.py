@@ -70,17 +70,27 @@ def test_a_mixed_folder_is_captioned_then_kept(tiny, tmp_path, monkeypatch):
     assert not (folder / JOURNAL).exists()  # everything done: the journal goes
 
 
-def test_overwrite_replaces_and_dry_run_writes_nothing(tiny, tmp_path):
+def test_overwrite_replaces_and_dry_run_writes_nothing(tiny, tmp_path, capsys):
     folder = _folder(tmp_path / "data", images=2, clips=1)
     for name in ("img0", "img1", "clips/c0"):
         (folder / f"{name}.txt").write_text("old")
     dry = caption_folder(_options(folder, tiny, overwrite=True, dry_run=2))
+    assert "replacing: 2 existing caption(s) (--overwrite)" in capsys.readouterr().out
     assert len(dry.written) == 2 and all(t != "old" for t in dry.written.values())
     assert {p.read_text() for p in folder.rglob("*.txt")} == {"old"} and not (folder / JOURNAL).exists()
     done = caption_folder(_options(folder, tiny, overwrite=True))
     assert len(done.written) == 3 and done.kept == 0
     assert {k: (folder / k).with_suffix(".txt").read_text() for k in done.written} == done.written
     assert {k: done.written[k] for k in dry.written} == dry.written  # greedy: the dry run's captions are the run's
+
+
+def test_one_file_with_metadata_is_refused(tiny, tmp_path):
+    from dit_lora.core.errors import UserError
+
+    folder = _folder(tmp_path / "data", images=1, clips=0)
+    with pytest.raises(UserError, match="pass that folder, not one file"):
+        caption_folder(_options(folder / "img0.png", tiny, metadata=True))
+    assert caption_folder(_options(folder / "img0.png", tiny)).written.keys() == {"img0.png"}
 
 
 def test_metadata_jsonl_holds_one_row_per_file(tiny, tmp_path):
@@ -143,6 +153,13 @@ def test_ctrl_c_keeps_what_was_written_and_the_rerun_captions_the_rest(tiny, tmp
     monkeypatch.setattr(Captioner, "generate", original)
     rest = caption_folder(_options(folder, tiny))
     assert len(rest.written) == 2 and len(rest.resumed) == 2 and len(list(folder.glob("*.txt"))) == 4
+
+    calls.clear()  # --metadata: what was captioned before Ctrl-C is in metadata.jsonl, where training reads it
+    monkeypatch.setattr(Captioner, "generate", interrupted_second_batch)
+    other = _folder(tmp_path / "other", images=4, clips=0)
+    with pytest.raises(Interrupted):
+        caption_folder(_options(other, tiny, metadata=True))
+    assert len((other / METADATA).read_text().splitlines()) == 2
 
 
 @pytest.fixture

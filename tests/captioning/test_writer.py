@@ -99,3 +99,25 @@ def test_a_metadata_line_that_is_not_a_row_is_refused_before_anything_is_written
     (tmp_path / METADATA).write_text('{"file_name": "a.png", "text": "x"}\n[1, 2]\n')
     with pytest.raises(UserError, match=r"line 2 of .*metadata.jsonl"):
         _store(tmp_path, metadata=True)
+
+
+def test_a_metadata_file_where_captions_would_go_unread_is_refused(tmp_path):
+    (tmp_path / METADATA).write_text('{"file_name": "a.png", "text": "x"}\n')
+    with pytest.raises(UserError, match="holds metadata.jsonl, which training reads before caption files.*--metadata"):
+        _store(tmp_path)
+    (tmp_path / METADATA).unlink()
+    (tmp_path / "metadata.csv").write_text("file_name,text\na.png,x\n")
+    for metadata in (False, True):
+        with pytest.raises(UserError, match="holds metadata.csv.*Convert it to metadata.jsonl"):
+            _store(tmp_path, metadata=metadata)
+
+
+def test_with_metadata_a_files_own_caption_file_is_copied_into_a_row(tmp_path):
+    (a, pa), (b, pb) = _media(tmp_path, "a.png", "b.png")
+    (tmp_path / "a.txt").write_text("my own words\n")
+    store = _store(tmp_path, metadata=True)
+    assert store.has_caption(a, pa) and not store.has_caption(b, pb)
+    assert store.copied == {"a.png": "my own words"}
+    store.finish({**store.copied, "b.png": "made"}, complete=True)
+    rows = [json.loads(line) for line in (tmp_path / METADATA).read_text().splitlines()]
+    assert rows == [{"file_name": "a.png", "text": "my own words"}, {"file_name": "b.png", "text": "made"}]

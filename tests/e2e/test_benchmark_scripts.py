@@ -37,3 +37,11 @@ def test_caching_benchmark_smoke():
     proc = run_script(ROOT / "benchmarks" / "data" / "caching_cpu.py", ["--smoke"], timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "smoke test passed" in proc.stdout
+
+
+def test_caption_benchmark_smoke():
+    """benchmarks/videollm/caption.py --smoke: the tiny Qwen2.5-VL captions 3 images and a clip at batch 1 and 2
+    through the command's own path; every file written, none failed."""
+    proc = run_script(ROOT / "benchmarks" / "videollm" / "caption.py", ["--smoke"], timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "smoke test passed" in proc.stdout
