@@ -503,6 +503,11 @@ def _quantize_check() -> Check:
     usable = [s for s, how in runs.items() if how == "runs"]
     value = f"{present}; on {device}: " + (", ".join(usable) if usable else "none") + " run"
     notes = "; ".join(f"{s}: {how[4:]}" for s, how in runs.items() if how != "runs")
+    rounding = quantize.cpu_nf4_problem() if device == "cpu" and runs["nf4"] == "runs" else None
+    if rounding:
+        return Check(
+            "quantized base", value, WARN, f"--quantize_base nf4: {rounding}." + (f" {notes}" if notes else "")
+        )
     return Check("quantized base", value, OK, notes and f"--quantize_base {notes}")
 
 

@@ -30,6 +30,7 @@ meta-device model, before loading, and again on the loaded model).
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -92,6 +93,34 @@ def fp8_scaled_status() -> str | None:
     if not hasattr(torch, "float8_e4m3fn"):
         return f"torch {torch.__version__} has no float8_e4m3fn dtype (torch 2.1 or newer has)"
     return None
+
+
+#: the largest NF4 rounding error, as a share of a block's absmax: half the widest gap between two of its 16 levels
+#: (-1 to -0.6962), with a little room
+NF4_HALF_GAP = 0.16
+
+
+@functools.cache
+def cpu_nf4_problem() -> str | None:
+    """Why bitsandbytes' 4-bit quantization on this CPU is not to be trusted, or None: a seeded 8 x 96 weight (rows
+    that are not a multiple of the 64-wide block) quantized and dequantized, each block's error against NF4's half
+    gap. bitsandbytes 0.50's CPU kernel gets such rows wrong on AVX-512 machines (measured up to the block's whole
+    absmax); rows of a multiple of 64, what most real layers have, round correctly there."""
+    if bitsandbytes_status() is not None:
+        return None
+    import bitsandbytes as bnb
+
+    weight = torch.randn(8, 96, generator=torch.Generator().manual_seed(0))
+    packed, state = bnb.functional.quantize_4bit(weight, blocksize=64, quant_type="nf4")
+    error = (bnb.functional.dequantize_4bit(packed, state) - weight).abs().flatten().view(-1, 64).amax(1)
+    worst = float((error / weight.abs().flatten().view(-1, 64).amax(1)).max())
+    if worst <= NF4_HALF_GAP:
+        return None
+    return (
+        f"bitsandbytes {getattr(bnb, '__version__', '?')} rounds 4-bit weights wrongly on this CPU for layers whose "
+        f"input width is not a multiple of 64 (error {worst:.2f} of a block's largest value, NF4's own is at most "
+        f"{NF4_HALF_GAP}): nf4 on the CPU is unreliable here (a GPU uses other kernels)"
+    )
 
 
 def what_runs(device_type: str) -> dict[str, str]:

@@ -270,3 +270,16 @@ def test_the_stack_is_capped_at_the_tested_minor_series():
         assert next_minor not in spec, f"{name}{spec} admits {next_minor}, which CI never tested"
         # transformers 5.24.0, the release that broke the plain install, in particular
     assert Version("5.24.0") not in Requirement(f"x{doctor.TESTED_RANGES['transformers']}").specifier
+
+
+def test_a_cpu_that_rounds_nf4_wrongly_is_a_warning(monkeypatch):
+    import torch
+
+    from dit_lora.modeling import quantize
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(quantize, "cpu_nf4_problem", lambda: "bitsandbytes X rounds 4-bit weights wrongly")
+    check = doctor._quantize_check()
+    assert check.status == doctor.WARN and "--quantize_base nf4: bitsandbytes X rounds" in check.message
+    monkeypatch.setattr(quantize, "cpu_nf4_problem", lambda: None)
+    assert doctor._quantize_check().status == doctor.OK
