@@ -233,6 +233,14 @@ def _run_batches(
                         store.write(rows)
                 outcome.written.update({key: text for key, _, text in rows})
                 progress.update(len(batch))
+    except torch.OutOfMemoryError:
+        if not options.dry_run:
+            store.finish({**store.copied, **outcome.resumed, **outcome.written}, complete=False)
+        raise UserError(
+            f"dit-lora caption: out of device memory captioning a batch of {options.batch_size} (after "
+            f"{len(outcome.written)} caption(s), which are kept). Lower --batch_size or --num_frames, or load the "
+            "language model in 4 bits (--quantize_base nf4), then run the same command again: it captions the rest."
+        ) from None
     except KeyboardInterrupt:
         if not options.dry_run:
             # metadata.jsonl gets what is written so far; the journal stays for the rerun

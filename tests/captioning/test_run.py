@@ -206,3 +206,27 @@ def test_a_full_disk_is_one_paragraph_and_the_captions_written_stay(tiny, small_
     with pytest.raises(DiskFullError, match="No space left on device while writing captions to .*run the same command again"):
         caption_folder(_options(small_disk, tiny, batch_size=1, max_new_tokens=40))
     assert not list(small_disk.glob(".*.tmp"))  # no half-written caption left behind
+
+
+def test_out_of_memory_is_one_paragraph_and_the_rerun_captions_the_rest(tiny, tmp_path, monkeypatch):
+    import torch
+
+    from dit_lora.captioning.captioner import Captioner
+    from dit_lora.core.errors import UserError
+
+    folder = _folder(tmp_path / "data", images=4, clips=0)
+    original, calls = Captioner.generate, []
+
+    def out_of_memory_second_batch(self, built):
+        calls.append(len(built))
+        if len(calls) == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return original(self, built)
+
+    monkeypatch.setattr(Captioner, "generate", out_of_memory_second_batch)
+    with pytest.raises(UserError, match=r"out of device memory captioning a batch of 2 \(after 2 caption\(s\), which "
+                                        r"are kept\). Lower --batch_size"):
+        caption_folder(_options(folder, tiny))
+    monkeypatch.setattr(Captioner, "generate", original)
+    rest = caption_folder(_options(folder, tiny))
+    assert len(rest.written) == 2 and len(rest.resumed) == 2
