@@ -23,7 +23,7 @@ from dit_lora.config.schema import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.families.videollm.frames import SampledClip
 from dit_lora.families.videollm.processing import VideoQAProcessing
-from dit_lora.families.videollm.prompts import build_generation_prompt, pad_batch
+from dit_lora.families.videollm.prompts import pad_batch
 from dit_lora.output.adapter import adapter_folder, attach_adapter
 from dit_lora.registry import available, get_spec
 from dit_lora.setup.family_inference import family_for_model
@@ -85,18 +85,9 @@ class Captioner:
         return next(self.model.parameters()).device
 
     def prompt_inputs(self, clip: SampledClip, prompt: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """One file's prompt tokens (1-D ``input_ids``, ``attention_mask``) and pixel inputs, as ``answer`` builds them."""
-        proc = self.processing
-        pixels, count = proc.frame_inputs(clip.frames, clip.fps)
-        tokens = build_generation_prompt(
-            proc.tokenizer,
-            [{"role": "user", "content": prompt}],
-            video_placeholder=proc.spec.video_placeholder,
-            video_token_id=proc.tokenizer.convert_tokens_to_ids(proc.spec.video_token),
-            video_token_count=count,
-            video_ids=proc.spec.video_prompt_ids(proc.tokenizer, count, proc.model_config, clip.times),
-        )
-        return tokens, pixels
+        """One file's prompt tokens (1-D ``input_ids``, ``attention_mask``) and pixel inputs, as the family's
+        validation answers (``VideoQAProcessing.generation_inputs``)."""
+        return self.processing.generation_inputs(clip, prompt)
 
     def caption(self, clips: list[SampledClip], prompts: list[str]) -> list[Caption]:
         """Greedy captions of ``clips``, one batch (:meth:`prompt_inputs`, then :meth:`generate`)."""

@@ -133,18 +133,29 @@ def test_a_killed_run_resumes_with_no_caption_written_twice_or_lost(tiny, tmp_pa
     assert not journal.exists()
 
 
+def _failing_second_batch(error: BaseException):
+    """``Captioner.generate`` that raises ``error`` at its second call (the calls so far in ``.calls``)."""
+    from dit_lora.captioning.captioner import Captioner
+
+    original = Captioner.generate
+
+    def generate(self, built):
+        generate.calls.append(len(built))  # type: ignore[attr-defined]
+        if len(generate.calls) == 2:  # type: ignore[attr-defined]
+            raise error
+        return original(self, built)
+
+    generate.calls = []  # type: ignore[attr-defined]
+    return generate
+
+
 def test_ctrl_c_keeps_what_was_written_and_the_rerun_captions_the_rest(tiny, tmp_path, monkeypatch):
     from dit_lora.captioning.captioner import Captioner
     from dit_lora.core.errors import Interrupted
 
     folder = _folder(tmp_path / "data", images=4, clips=0)
-    original, calls = Captioner.generate, []
-
-    def interrupted_second_batch(self, built):
-        calls.append(len(built))
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return original(self, built)
+    original = Captioner.generate
+    interrupted_second_batch = _failing_second_batch(KeyboardInterrupt())
 
     monkeypatch.setattr(Captioner, "generate", interrupted_second_batch)
     with pytest.raises(Interrupted, match=r"after 2 caption\(s\) of 4; they are kept. Run the same command") as err:
@@ -154,8 +165,8 @@ def test_ctrl_c_keeps_what_was_written_and_the_rerun_captions_the_rest(tiny, tmp
     rest = caption_folder(_options(folder, tiny))
     assert len(rest.written) == 2 and len(rest.resumed) == 2 and len(list(folder.glob("*.txt"))) == 4
 
-    calls.clear()  # --metadata: what was captioned before Ctrl-C is in metadata.jsonl, where training reads it
-    monkeypatch.setattr(Captioner, "generate", interrupted_second_batch)
+    # --metadata: what was captioned before Ctrl-C is in metadata.jsonl, where training reads it
+    monkeypatch.setattr(Captioner, "generate", _failing_second_batch(KeyboardInterrupt()))
     other = _folder(tmp_path / "other", images=4, clips=0)
     with pytest.raises(Interrupted):
         caption_folder(_options(other, tiny, metadata=True))
@@ -215,15 +226,9 @@ def test_out_of_memory_is_one_paragraph_and_the_rerun_captions_the_rest(tiny, tm
     from dit_lora.core.errors import UserError
 
     folder = _folder(tmp_path / "data", images=4, clips=0)
-    original, calls = Captioner.generate, []
-
-    def out_of_memory_second_batch(self, built):
-        calls.append(len(built))
-        if len(calls) == 2:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return original(self, built)
-
-    monkeypatch.setattr(Captioner, "generate", out_of_memory_second_batch)
+    original = Captioner.generate
+    monkeypatch.setattr(Captioner, "generate",
+                        _failing_second_batch(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")))
     with pytest.raises(UserError, match=r"out of device memory captioning a batch of 2 \(after 2 caption\(s\), which "
                                         r"are kept\). Lower --batch_size"):
         caption_folder(_options(folder, tiny))

@@ -198,22 +198,9 @@ def test_bad_images_are_quarantined_with_the_image_reasons_and_good_ones_buckete
 
 # ---- rotation metadata ---------------------------------------------------------------------------------------------
 def _rotated_clip(path: Path, *, degrees: int, frames: int = 5) -> Path:
-    """A clip stored 64 wide x 32 tall, red in its left quarter, whose display matrix turns it ``degrees``
-    counter-clockwise (what a phone writes for a portrait recording)."""
-    import av
+    from data_files import write_rotated_clip
 
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=8)
-        stream.width, stream.height, stream.pix_fmt = 64, 32, "yuv420p"
-        stream.set_display_rotation(degrees)
-        for _ in range(frames):
-            array = np.full((32, 64, 3), 20, np.uint8)
-            array[:, :16] = (230, 20, 20)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(array, format="rgb24")):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
-    return path
+    return write_rotated_clip(path, degrees=degrees, frames=frames)
 
 
 def test_a_rotated_clip_is_bucketed_and_decoded_as_displayed(tmp_path):

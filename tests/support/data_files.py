@@ -54,3 +54,23 @@ def bad_caption_folder(root):
         make_image(root / f"{name}.png", color=(40 * i, 0, 0))
         (root / f"{name}.txt").write_bytes(data)
     return root
+
+
+def write_rotated_clip(path, *, degrees: int, frames: int = 5):
+    """A clip stored 64 wide x 32 tall, red in its left quarter, whose display matrix turns it ``degrees``
+    counter-clockwise (what a phone writes for a portrait recording)."""
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 32, "yuv420p"
+        stream.set_display_rotation(degrees)
+        for _ in range(frames):
+            array = np.full((32, 64, 3), 20, np.uint8)
+            array[:, :16] = (230, 20, 20)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(array, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.families.videollm.architecture import VideoLLMSpec
-from dit_lora.families.videollm.data import read_clip
+from dit_lora.families.videollm.data import SampledClip, read_clip
 from dit_lora.families.videollm.prompts import build_generation_prompt, build_training_example
 
 if TYPE_CHECKING:
@@ -71,9 +71,12 @@ class VideoQAProcessing:
             video_ids=self.spec.video_prompt_ids(self.tokenizer, video_tokens, self.model_config, times),
         )
 
-    def answer(self, model, question: str, video: Path, num_frames: int) -> str:
-        """Greedy answer of ``model`` to ``question`` about ``video``."""
-        clip = read_clip(video, num_frames)
+    def generation_inputs(
+        self, clip: SampledClip, question: str
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """One question about one clip, ready to generate from: the prompt's 1-D ``input_ids`` and
+        ``attention_mask`` (the chat template, the video tokens expanded, the frame times the architecture writes)
+        and the clip's pixel inputs."""
         pixels, count = self.frame_inputs(clip.frames, clip.fps)
         prompt = build_generation_prompt(
             self.tokenizer,
@@ -83,6 +86,11 @@ class VideoQAProcessing:
             video_token_count=count,
             video_ids=self.spec.video_prompt_ids(self.tokenizer, count, self.model_config, clip.times),
         )
+        return prompt, pixels
+
+    def answer(self, model, question: str, video: Path, num_frames: int) -> str:
+        """Greedy answer of ``model`` to ``question`` about ``video``."""
+        prompt, pixels = self.generation_inputs(read_clip(video, num_frames), question)
         device = next(model.parameters()).device
         inputs = {k: v[None].to(device) for k, v in prompt.items()}
         inputs.update({k: v.to(device) for k, v in self.spec.collate_pixels([pixels]).items()})

@@ -333,20 +333,9 @@ def test_screen_quarantines_video_paths_leaving_the_folder_without_opening_them(
 def test_a_rotated_clip_is_read_upright_as_the_diffusion_families_decode_it(tmp_path):
     """A 64x32 clip whose display matrix turns it 90 degrees (a phone's portrait clip) gives 32x64 frames, the
     stored left edge (red) at the bottom, as players and the DiTs' decoder show it."""
-    import av
+    from data_files import write_rotated_clip
 
-    path = tmp_path / "phone.mp4"
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=8)
-        stream.width, stream.height, stream.pix_fmt = 64, 32, "yuv420p"
-        stream.set_display_rotation(90)
-        for _ in range(5):
-            array = np.full((32, 64, 3), 20, np.uint8)
-            array[:, :16] = (230, 20, 20)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(array, format="rgb24")):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
+    path = write_rotated_clip(tmp_path / "phone.mp4", degrees=90)
     clip = vlm_data.read_clip(path, 2)
     assert clip.frames.shape == (2, 64, 32, 3) and clip.frames.flags.c_contiguous
     assert clip.frames[0, -8:, :, 0].mean() > 180 and clip.frames[0, :32, :, 0].mean() < 60
