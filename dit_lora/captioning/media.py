@@ -12,12 +12,17 @@ decodes them.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from PIL import Image
 
 from dit_lora.core.errors import UserError
 from dit_lora.data.paths import FolderWalk, printable
@@ -81,11 +86,24 @@ def _not_media(path: Path) -> str:
     )
 
 
-def read_media(item: MediaFile, num_frames: int) -> SampledClip:
+def read_media(item: MediaFile, num_frames: int, max_pixels: int = 0) -> SampledClip:
     """The frames ``item`` is captioned from, as the video-LLM families read a training file: a clip's
-    ``num_frames`` sampled frames with their rate and times, an image as one frame at second 0.
+    ``num_frames`` sampled frames with their rate and times, an image as one frame at second 0; frames larger than
+    ``max_pixels`` (0: no limit) scaled down to it, aspect kept (bilinear, on the decoded RGB).
 
     Raises:
         VideoDecodeError: the file cannot be decoded; ``str(err)`` says why.
     """
-    return read_clip(item.path, num_frames)
+    clip = read_clip(item.path, num_frames)
+    return clip if not max_pixels else fit_pixels(clip, max_pixels)
+
+
+def fit_pixels(clip: SampledClip, max_pixels: int) -> SampledClip:
+    """``clip`` with each frame scaled down to at most ``max_pixels`` pixels, aspect kept (unchanged when smaller)."""
+    _, height, width, _ = clip.frames.shape
+    if height * width <= max_pixels:
+        return clip
+    scale = math.sqrt(max_pixels / (height * width))
+    size = (max(1, int(width * scale)), max(1, int(height * scale)))
+    frames = np.stack([np.asarray(Image.fromarray(f).resize(size, Image.Resampling.BILINEAR)) for f in clip.frames])
+    return dataclasses.replace(clip, frames=frames)

@@ -7,7 +7,8 @@ for a 7B model on a machine that has never downloaded it:
 * weights: every parameter and buffer in the load dtype, less what ``--quantize_base`` saves on the language
   model's Linears (the vision tower, projector and output head stay unquantized, as the family loads them);
 * the key/value cache: per layer, keys and values of every token of the prompt (the video tokens the family's
-  own preprocessing makes of ``--num_frames`` frames, plus the prompt's text) and the caption, for the batch;
+  own preprocessing makes of ``--num_frames`` frames of ``--max_pixels`` each, 16:9, plus the prompt's text) and
+  the caption, for the batch;
 * the working memory of the prompt's pass: one layer's MLP and attention activations for the batch's tokens, and
   the last position's logits in fp32.
 
@@ -32,7 +33,8 @@ __all__ = ["CONTEXT_BYTES", "GIB_16", "gib", "PROMPT_TEXT_TOKENS", "CaptionMemor
 
 #: text tokens of a captioning prompt beside the video tokens (the chat template and a paragraph of instruction)
 PROMPT_TEXT_TOKENS = 96
-#: the (height, width) of the clip the video tokens are counted for: a 720p clip
+#: the (height, width) of the clip the video tokens are counted for without --max_pixels: a 720p clip (larger frames
+#: take more)
 CLIP_SIZE = (720, 1280)
 #: a 16 GB card, as sold (GiB)
 GIB_16 = 16 * 2**30
@@ -100,13 +102,14 @@ def weight_bytes(model: torch.nn.Module, cfg: TrainConfig) -> int:
     return total - quantize.quantized_weight_savings(model, scheme, quantize.quantized_linears(model, skip))
 
 
-def caption_memory(cfg: TrainConfig, batch_size: int, max_new_tokens: int) -> CaptionMemory:
-    """The device memory captioning with ``cfg``'s model takes at ``batch_size`` files and ``max_new_tokens``."""
+def caption_memory(cfg: TrainConfig, batch_size: int, max_new_tokens: int, max_pixels: int = 0) -> CaptionMemory:
+    """The device memory captioning with ``cfg``'s model takes at ``batch_size`` files and ``max_new_tokens``, for
+    clips of ``--num_frames`` frames of ``max_pixels`` pixels (16:9; 0, no limit: a 720p clip)."""
     spec = get_spec(cfg.model.family)
     assert spec.plan is not None  # every video LLM has a memory plan (its meta-device builder is used here)
     comps = spec.plan.plan_components(cfg, config_reader(cfg.model))
     model = comps.model
-    video = _video_tokens(spec, cfg, model)
+    video = _video_tokens(spec, cfg, model, clip_size(max_pixels))
     tokens = video + PROMPT_TEXT_TOKENS + max_new_tokens
     text = _text_config(model.config)
     element = torch.empty((), dtype=cfg.weight_dtype).element_size()
@@ -122,9 +125,17 @@ def caption_memory(cfg: TrainConfig, batch_size: int, max_new_tokens: int) -> Ca
     )
 
 
-def _video_tokens(spec, cfg: TrainConfig, model: torch.nn.Module) -> int:
-    """The video tokens the family's own preprocessing makes of ``--num_frames`` frames of a 1280 x 720 clip."""
-    frames = np.zeros((cfg.family_options.num_frames, *CLIP_SIZE, 3), dtype=np.uint8)
+def clip_size(max_pixels: int) -> tuple[int, int]:
+    """The (height, width) of the 16:9 frame of ``max_pixels`` pixels (0: :data:`CLIP_SIZE`)."""
+    if not max_pixels:
+        return CLIP_SIZE
+    height = max(1, int((max_pixels * 9 / 16) ** 0.5))
+    return height, max(1, max_pixels // height)
+
+
+def _video_tokens(spec, cfg: TrainConfig, model: torch.nn.Module, size: tuple[int, int]) -> int:
+    """The video tokens the family's own preprocessing makes of ``--num_frames`` frames of ``size``."""
+    frames = np.zeros((cfg.family_options.num_frames, *size, 3), dtype=np.uint8)
     arch = spec.plan.arch
     return int(
         arch.video_token_count(arch.frame_inputs(frames, spec.plan.preprocessing(cfg, model.config)), model.config)

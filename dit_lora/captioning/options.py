@@ -4,6 +4,7 @@ included), and the default prompts. Imports no torch: ``dit-lora --help`` builds
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,12 @@ class CaptionOptions:
     )
     batch_size: int = _help("files captioned at once (images and clips are batched apart)", default=1)
     num_frames: int = _help("frames sampled from each clip, at the centres of equal segments (as training)", default=8)
+    max_pixels: int = _help(
+        "an image or frame larger than this many pixels is scaled down to it (aspect kept) before the model sees "
+        "it, which bounds the tokens and memory a file takes (a 720p frame's area; 0: full size, as training feeds "
+        "the video LLMs)",
+        default=1280 * 720,
+    )
     quantize_base: str | None = _help(
         "load the captioner's language model quantized: nf4 (a 7B-8B model fits a 16 GB card), int8, fp8, fp8_scaled",
         choices=("nf4", "int8", "fp8", "fp8_scaled"),
@@ -100,13 +107,11 @@ class CaptionOptions:
         ):
             if value < 1:
                 raise UserError(f"dit-lora caption: --{name} {value} must be 1 or more.")
+        if self.max_pixels < 0:
+            raise UserError(f"dit-lora caption: --max_pixels {self.max_pixels} must be 0 (full size) or more.")
         if self.dry_run < 0:
             raise UserError(f"dit-lora caption: --dry_run {self.dry_run} must be a number of files, 1 or more.")
-        if not self.caption_extension.startswith(".") or len(self.caption_extension) < 2:
-            raise UserError(
-                f"dit-lora caption: --caption_extension `{self.caption_extension}` must start with a dot (.txt, "
-                ".caption)."
-            )
+        self._check_extension()
         if not self.model and not self.adapter and not self.training_file:
             raise UserError(
                 "dit-lora caption needs a captioner: --model with a video LLM's folder or Hub id (e.g. "
@@ -116,6 +121,18 @@ class CaptionOptions:
         text = self.prompt or (self._read_prompt_file() if self.prompt_file else None)
         prompts = {kind: text for kind in DEFAULT_PROMPTS} if text else dict(DEFAULT_PROMPTS)
         return replace(self, prompts=prompts)
+
+    def _check_extension(self) -> None:
+        """--caption_extension: a dot and a plain name, not a media or metadata extension (a caption written as
+        ``a.png`` would replace the image)."""
+        from dit_lora.captioning.media import MEDIA_EXTENSIONS  # here: media's module imports the frame decoders
+
+        ext = self.caption_extension
+        if not re.fullmatch(r"\.[A-Za-z0-9_-]+", ext) or ext.lower() in MEDIA_EXTENSIONS | {".json", ".jsonl", ".csv"}:
+            raise UserError(
+                f"dit-lora caption: --caption_extension `{ext}` must be a dot and a name that is not a media or "
+                "metadata file's (.txt, the default, or .caption): a caption is written as the file's name with it."
+            )
 
     def _check_paths(self) -> None:
         """--model and --adapter: a local path that does not exist is one paragraph (a Hub id is fetched later)."""
@@ -150,6 +167,7 @@ class CaptionOptions:
             "prompt": self.prompts,
             "max_new_tokens": self.max_new_tokens,
             "num_frames": self.num_frames,
+            "max_pixels": self.max_pixels,
             "quantize_base": self.quantize_base,
             "mixed_precision": self.mixed_precision,
             "prefix": self.prefix,
@@ -174,7 +192,9 @@ class CaptionOptions:
         """``--model``, else the base recorded in ``--adapter``'s folder."""
         if self.model:
             return self.model
-        base = _adapter_base(Path(str(self.adapter)))
+        from dit_lora.output.adapter import adapter_folder  # a Hub repo's files, fetched once (torch: on use only)
+
+        base = _adapter_base(adapter_folder(str(self.adapter)))
         if base is None:
             raise UserError(
                 f"dit-lora caption: --adapter {self.adapter} does not say which model it was trained from (no "

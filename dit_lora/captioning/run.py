@@ -21,10 +21,11 @@ from dit_lora.captioning.checks import CaptionFacts, caption_report
 from dit_lora.captioning.media import MediaFile, list_media, read_media
 from dit_lora.captioning.memory import caption_memory, gib
 from dit_lora.captioning.options import CaptionOptions
-from dit_lora.captioning.writer import METADATA, CaptionStore
+from dit_lora.captioning.writer import METADATA, CaptionStore, caption_path
 from dit_lora.core.errors import Interrupted, UserError
 from dit_lora.core.fileio import check_writable, reporting_disk_full
 from dit_lora.core.progress import Progress, say
+from dit_lora.data.paths import printable
 from dit_lora.families.videollm.frames import SampledClip
 
 __all__ = ["Outcome", "caption_folder"]
@@ -46,7 +47,17 @@ class Outcome:
 
 
 def _plan_work(options: CaptionOptions, store: CaptionStore, media: list[MediaFile]) -> tuple[list[MediaFile], int]:
-    """The files to caption now, and how many already have a caption that stays."""
+    """The files to caption now (images first, then clips, each in name order: a batch holds one kind), and how
+    many already have a caption that stays. What an interrupted run's journal says is done counts only for files
+    still listed, whose caption file (``.txt`` mode) is still there: one deleted since is captioned again."""
+    if not options.metadata:
+        _refuse_shared_caption_files(options, media)
+    listed = {item.key: item for item in media}
+    store.resumed = {
+        key: text
+        for key, text in store.resumed.items()
+        if key in listed and (options.metadata or caption_path(listed[key].path, options.caption_extension).is_file())
+    }
     todo, kept = [], 0
     for item in media:
         if item.key in store.resumed:
@@ -55,7 +66,23 @@ def _plan_work(options: CaptionOptions, store: CaptionStore, media: list[MediaFi
             kept += 1
             continue
         todo.append(item)
-    return todo, kept
+    return sorted(todo, key=lambda item: item.kind != "image"), kept
+
+
+def _refuse_shared_caption_files(options: CaptionOptions, media: list[MediaFile]) -> None:
+    """Two files whose captions would be one file (``a.png`` and ``a.mp4`` -> ``a.txt``): training would give both
+    the one caption. One paragraph naming them."""
+    owners: dict[Path, list[str]] = {}
+    for item in media:
+        owners.setdefault(caption_path(item.path, options.caption_extension), []).append(item.key)
+    shared = [(path, keys) for path, keys in owners.items() if len(keys) > 1]
+    if shared:
+        named = "; ".join(f"{' and '.join(printable(k) for k in keys)} -> {path.name}" for path, keys in shared[:5])
+        raise UserError(
+            f"dit-lora caption: {len(shared)} caption file(s) would each belong to several files ({named}"
+            f"{' and more' if len(shared) > 5 else ''}): training reads one caption file per name, so those files "
+            "would share a caption. Rename one of each, or pass --metadata (one row per file)."
+        )
 
 
 def _say_listing(
@@ -64,7 +91,11 @@ def _say_listing(
     images = sum(m.is_image for m in media)
     say(f"{store.root}: {len(media)} file(s) ({images} image(s), {len(media) - images} clip(s))")
     if store.resumed:
-        torn = " (its last, half-written line dropped: that file is captioned again)" if store.dropped_torn_line else ""
+        torn = (
+            " (the kill cut its last line: that file is kept if its caption was written, else captioned again)"
+            if store.dropped_torn_line
+            else ""
+        )
         say(f"resuming: {len(store.resumed)} file(s) captioned by the interrupted run are kept{torn}")
     if kept:
         say(f"kept: {kept} file(s) already have a caption, left as they are (--overwrite replaces them)")
@@ -81,17 +112,18 @@ def _say_listing(
 
 
 def _check_fits(captioner_cfg, options: CaptionOptions, device: torch.device) -> None:
-    """Say the memory the captioner takes; on a GPU too small for it, one paragraph with what to change."""
-    memory = caption_memory(captioner_cfg, options.batch_size, options.max_new_tokens)
+    """Say the memory the captioner takes; on a GPU with less free memory, say what to change (an estimate: the run
+    goes on, and an out-of-memory error is one paragraph too)."""
+    memory = caption_memory(captioner_cfg, options.batch_size, options.max_new_tokens, options.max_pixels)
     say(memory.line(gpu=device.type == "cuda"))
     if device.type != "cuda":
         return
     free, _ = torch.cuda.mem_get_info(device)
     if memory.total > free:
-        raise UserError(
-            f"dit-lora caption: the captioner needs about {gib(memory.total)} ({memory.line(gpu=True)[8:]}) and "
-            f"{device} has {gib(free)} free. Load the language model in 4 bits (--quantize_base nf4: a 7B-8B "
-            "captioner then fits a 16 GB card), lower --batch_size or --num_frames, or caption on a larger card."
+        say(
+            f"warning: the captioner needs about {gib(memory.total)} and {device} has {gib(free)} free: it will "
+            "likely run out of memory. Load the language model in 4 bits (--quantize_base nf4: a 7B-8B captioner "
+            "then fits a 16 GB card), or lower --batch_size or --num_frames."
         )
 
 
@@ -101,7 +133,11 @@ def _decoded(items: list[MediaFile], options: CaptionOptions, pool: ThreadPoolEx
     batches = _batches(items, options.batch_size)
     ahead: list[tuple[MediaFile, Future]] | None = None
     for batch in [*batches, None]:
-        submitted = None if batch is None else [(i, pool.submit(read_media, i, options.num_frames)) for i in batch]
+        submitted = (
+            None
+            if batch is None
+            else [(i, pool.submit(read_media, i, options.num_frames, options.max_pixels)) for i in batch]
+        )
         if ahead is not None:
             yield [(item, _result(future)) for item, future in ahead]
         ahead = submitted
@@ -136,8 +172,8 @@ def _caption_batch(
             continue
         try:
             prepared.append((item, captioner.prompt_inputs(clip, options.prompt_for(item))))
-        except UserError as err:
-            outcome.failed.append((item.key, str(err).split(". ")[0]))
+        except (UserError, ValueError) as err:  # e.g. Qwen3-VL and a clip without times, a 4 x 1000 banner for Qwen
+            outcome.failed.append((item.key, str(err).split(". ")[0] or type(err).__name__))
     if not prepared:
         return []
     rows = []
@@ -177,6 +213,17 @@ def caption_folder(options: CaptionOptions) -> Outcome:
     store = CaptionStore(
         root, extension=options.caption_extension, metadata=options.metadata, options=options.journal_options()
     )
+    if not options.dry_run:  # before anything is written or loaded: a read-only folder costs a second
+        check_writable(root, "PATH", " Or pass --dry_run to see the captions without writing them.")
+        store.lock()
+    try:
+        return _caption_held(options, store, media)
+    finally:
+        store.release()
+
+
+def _caption_held(options: CaptionOptions, store: CaptionStore, media: list[MediaFile]) -> Outcome:
+    """The run, once the folder is held: resume, decide, load, caption, finish."""
     if not options.dry_run:
         store.resume()
     todo, kept = _plan_work(options, store, media)
@@ -189,8 +236,6 @@ def caption_folder(options: CaptionOptions) -> Outcome:
             store.finish({**store.copied, **store.resumed}, complete=True)
         return outcome
     device = options.torch_device()
-    if not options.dry_run:  # before the model loads: a read-only folder costs a second, not a load
-        check_writable(root, "PATH", " Or pass --dry_run to see the captions without writing them.")
     with _in_caption_words():
         cfg = captioner_config(
             options.model_path(),
@@ -227,7 +272,7 @@ def _run_batches(
                 rows = _caption_batch(captioner, options, batch, outcome, facts)
                 if options.dry_run:
                     for key, _, text in rows:
-                        say(f"{key}: {text}")
+                        say(f"{printable(key)}: {printable(text)}")
                 elif rows:
                     with reporting_disk_full("captions", store.root, advice=advice):
                         store.write(rows)
@@ -238,15 +283,17 @@ def _run_batches(
             store.finish({**store.copied, **outcome.resumed, **outcome.written}, complete=False)
         raise UserError(
             f"dit-lora caption: out of device memory captioning a batch of {options.batch_size} (after "
-            f"{len(outcome.written)} caption(s), which are kept). Lower --batch_size or --num_frames, or load the "
+            f"{len(outcome.written)} caption(s), "
+            f"{'none written: --dry_run' if options.dry_run else 'which are kept'}). Lower --batch_size or --num_frames, or load the "
             "language model in 4 bits (--quantize_base nf4), then run the same command again: it captions the rest."
         ) from None
     except KeyboardInterrupt:
         if not options.dry_run:
             # metadata.jsonl gets what is written so far; the journal stays for the rerun
             store.finish({**store.copied, **outcome.resumed, **outcome.written}, complete=False)
+        kept = "nothing was written (--dry_run)" if options.dry_run else "they are kept"
         raise Interrupted(
-            f"interrupted (Ctrl-C) after {len(outcome.written)} caption(s) of {len(todo)}; they are kept. Run the same "
+            f"interrupted (Ctrl-C) after {len(outcome.written)} caption(s) of {len(todo)}; {kept}. Run the same "
             "command again to caption the rest (exit 130).",
             130,
         ) from None

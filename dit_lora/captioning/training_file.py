@@ -42,7 +42,9 @@ def write_training_file(options: CaptionOptions) -> tuple[Path, int, list[str]]:
     if not root.is_dir() or options.path.is_file():
         raise UserError("--training_file reads a folder's captions: pass the folder, not one file.")
     target = _target(root, str(options.training_file))
-    store = CaptionStore(root, extension=options.caption_extension, metadata=options.metadata, options={})
+    # the captions training would read: the root's metadata.jsonl when there is one (or --metadata), else the files
+    metadata = options.metadata or (root / METADATA).is_file()
+    store = CaptionStore(root, extension=options.caption_extension, metadata=metadata, options={}, check=False)
     lines, missing = [], []
     for item in media:
         text = _caption_of(store, item.key, item.path, options.caption_extension)
@@ -50,7 +52,7 @@ def write_training_file(options: CaptionOptions) -> tuple[Path, int, list[str]]:
             missing.append(item.key)
             continue
         messages = [{"role": "user", "content": options.prompt_for(item)}, {"role": "assistant", "content": text}]
-        lines.append(json.dumps({"video": item.key, "messages": messages}, ensure_ascii=False))
+        lines.append(json.dumps({"video": item.key, "messages": messages}))
     if not lines:
         where = METADATA if options.metadata else f"<name>{options.caption_extension} files"
         raise UserError(
@@ -65,7 +67,9 @@ def _caption_of(store: CaptionStore, key: str, media: Path, extension: str) -> s
     if store.metadata:
         rows = store.existing.get(key)
         text = rows[0].get("text") if rows else None
-        return text if isinstance(text, str) else None
+        if isinstance(text, str) and text.strip():
+            return text
+    # a metadata row without text falls back to the caption file, as training reads it
     path = caption_path(media, extension)
     try:
         return path.read_text(encoding="utf-8").strip() if path.is_file() else None

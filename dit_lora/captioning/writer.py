@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 from pathlib import Path
 from typing import Any
 
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_text_atomic
+from dit_lora.data.paths import is_hidden
 
 __all__ = ["JOURNAL", "METADATA", "CaptionStore", "caption_path"]
 
 #: the journal's name, in the captioned folder (hidden: a data folder listing skips it)
 JOURNAL = ".dit-lora-captions.jsonl"
+#: the lock a run holds on its folder (hidden, removed at the end)
+LOCK = ".dit-lora-captions.lock"
 #: the metadata file ``--metadata`` writes (what ``--train_data_dir`` reads, with ``--caption_column text``)
 METADATA = "metadata.jsonl"
 
@@ -39,12 +43,16 @@ def caption_path(media: Path, extension: str) -> Path:
 class CaptionStore:
     """The captions of one folder: which files have one, and writing new ones (sidecars or ``metadata.jsonl``)."""
 
-    def __init__(self, root: Path, *, extension: str, metadata: bool, options: dict[str, Any]) -> None:
+    def __init__(
+        self, root: Path, *, extension: str, metadata: bool, options: dict[str, Any], check: bool = True
+    ) -> None:
         self.root, self.extension, self.metadata = root, extension, metadata
         self.journal = root / JOURNAL
         self.options = options
         self.resumed: dict[str, str] = {}  #: key -> caption, from an interrupted run's journal
-        self._check_metadata_files()
+        if check:
+            self._check_metadata_files()
+        self._lock: Any = None
         self.existing: dict[str, list[dict[str, Any]]] = self._read_metadata() if metadata else {}
         #: --metadata: a file's own caption file (the user's), copied into metadata.jsonl, which training reads first
         self.copied: dict[str, str] = {}
@@ -52,28 +60,58 @@ class CaptionStore:
         self._handle = None
 
     def _check_metadata_files(self) -> None:
-        """Captions where training will read them: a metadata file at the root is read before caption files (for
-        clips, only the files it lists are trained), so ``.txt`` captions beside it could go unread; and training
-        refuses a folder with both metadata.jsonl and metadata.csv."""
-        if (self.root / "metadata.csv").is_file():
+        """Captions where training will read them: a metadata file is read before caption files (for clips, only
+        the files it lists are trained; a subfolder's own wins over the root's), so ``.txt`` captions beside one
+        could go unread, and rows written at the root could lose to a subfolder's; training refuses a folder with
+        both metadata.jsonl and metadata.csv."""
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = [d for d in dirnames if not is_hidden(d)]
+            where = Path(dirpath)
+            if "metadata.csv" in filenames:
+                raise UserError(
+                    f"dit-lora caption: {where / 'metadata.csv'} is read by training before caption files, and "
+                    "dit-lora caption writes caption files or metadata.jsonl (a folder with both is refused). Convert "
+                    "it to metadata.jsonl (one JSON object a line, the same columns) and pass --metadata, or move it "
+                    "out of the folder."
+                )
+            if METADATA not in filenames or (self.metadata and where == self.root):
+                continue
             raise UserError(
-                f"dit-lora caption: {self.root} holds metadata.csv, which training reads before caption files, and "
-                f"dit-lora caption writes {'metadata.jsonl (a folder with both is refused)' if self.metadata else 'caption files'}. "
-                "Convert it to metadata.jsonl (one JSON object a line, the same columns) and pass --metadata, or move "
-                "it out of the folder."
+                f"dit-lora caption: {where / METADATA} is read by training before caption files (for clips, only the "
+                "files it lists are trained; a subfolder's wins over the root's), so "
+                + (
+                    "rows written to the root's metadata.jsonl could go unread. Merge it into the root's, or move it "
+                    "away."
+                    if self.metadata
+                    else f"new {self.extension} captions could go unread. Pass --metadata to add the captions to the "
+                    "root's metadata.jsonl, or move it out of the folder to caption into files."
+                )
             )
-        if not self.metadata and (self.root / METADATA).is_file():
+
+    def lock(self) -> None:
+        """Hold the folder for this run (an advisory lock the kernel drops when the process dies): a second
+        ``dit-lora caption`` on the same folder is refused instead of captioning everything twice."""
+        import fcntl
+
+        handle = open(self.root / LOCK, "a")  # noqa: SIM115 - held for the run
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
             raise UserError(
-                f"dit-lora caption: {self.root} holds metadata.jsonl, which training reads before caption files (for "
-                f"clips, only the files it lists are trained), so new {self.extension} captions could go unread. Pass "
-                "--metadata to add the captions to it, or move it out of the folder to caption into files."
+                f"dit-lora caption: another dit-lora caption is writing captions in {self.root} now. Let it finish "
+                "(run the same command afterwards to caption what it left), or stop it first."
             )
+        self._lock = handle
 
     # --- what is there ---------------------------------------------------------------------------------------
     def resume(self) -> None:
         """Read an interrupted run's journal, if any: its files count as captioned. Options that differ from this
         run's are one paragraph naming them."""
         if not self.journal.is_file():
+            return
+        if self.journal.stat().st_size == 0:  # created, killed before its first line: nothing to resume
+            self.journal.unlink()
             return
         lines = self.journal.read_bytes().split(b"\n")
         if lines and lines[-1] == b"":
@@ -121,7 +159,7 @@ class CaptionStore:
         """Whether ``media`` (``key`` in the folder) has a caption already: its caption file, or a metadata row.
         With ``--metadata`` a caption file without a row is copied into a row (:attr:`copied`): training reads
         metadata.jsonl first, so the user's caption would otherwise go unread."""
-        if self.metadata and key in self.existing:
+        if self.metadata and any(_text_of(row) for row in self.existing.get(key, ())):
             return True
         own = caption_path(media, self.extension)
         if not own.is_file():
@@ -141,7 +179,13 @@ class CaptionStore:
         rows: dict[str, list[dict[str, Any]]] = {}
         if not path.is_file():
             return rows
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise UserError(
+                f"dit-lora caption --metadata: {path} is not UTF-8 text ({err}). Save it as UTF-8 and rerun."
+            )
+        for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             row = _parse(line.encode())
@@ -151,7 +195,7 @@ class CaptionStore:
                     "so the file cannot be updated without losing it. Mend that line (or move the file away) and run "
                     "again."
                 )
-            rows.setdefault(row["file_name"], []).append(row)
+            rows.setdefault(_normal_key(row["file_name"]), []).append(row)
         return rows
 
     # --- writing ---------------------------------------------------------------------------------------------
@@ -170,8 +214,10 @@ class CaptionStore:
         if self._handle is None:
             fresh = not self.journal.exists()
             self._handle = open(self.journal, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
-            if fresh:
+            if fresh:  # on disk before any caption line: a kill now leaves a journal the next run reads
                 self._handle.write(json.dumps({"options": self.options}) + "\n")
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
         return self._handle
 
     def finish(self, captions: dict[str, str], complete: bool) -> None:
@@ -184,6 +230,28 @@ class CaptionStore:
             write_text_atomic(self.root / METADATA, _merged(self.root / METADATA, self.existing, captions))
         if complete:
             self.journal.unlink(missing_ok=True)
+        self.release()
+
+    def release(self) -> None:
+        """Let go of the folder (:meth:`lock`); idempotent. The journal's handle is closed too."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+        if self._lock is not None:
+            (self.root / LOCK).unlink(missing_ok=True)  # while still held: the next run makes its own
+            self._lock.close()
+            self._lock = None
+
+
+def _normal_key(name: str) -> str:
+    """A metadata row's ``file_name`` as the listing writes keys: ``./a.png`` and ``sub//b.png`` are ``a.png`` and
+    ``sub/b.png``."""
+    return posixpath.normpath(name.replace("\\", "/"))
+
+
+def _text_of(row: dict[str, Any]) -> str:
+    text = row.get("text")
+    return text.strip() if isinstance(text, str) else ""
 
 
 def _change(key: str, before: Any, now: Any) -> str:
@@ -200,15 +268,11 @@ def _merged(path: Path, existing: dict[str, list[dict[str, Any]]], captions: dic
     done: set[str] = set()
     for key, rows in existing.items():
         if key in captions:
-            lines.append(json.dumps({**rows[0], "text": captions[key]}, ensure_ascii=False))
+            lines.append(json.dumps({**rows[0], "text": captions[key]}))
             done.add(key)
         else:
-            lines.extend(json.dumps(row, ensure_ascii=False) for row in rows)
-    lines.extend(
-        json.dumps({"file_name": key, "text": text}, ensure_ascii=False)
-        for key, text in captions.items()
-        if key not in done
-    )
+            lines.extend(json.dumps(row) for row in rows)
+    lines.extend(json.dumps({"file_name": key, "text": text}) for key, text in captions.items() if key not in done)
     return "".join(line + "\n" for line in lines)
 
 

@@ -57,3 +57,12 @@ def test_a_clip_gives_its_sampled_frames_and_a_broken_file_its_reason(tmp_path):
     for name in ("bad.mp4", "bad.png"):
         with pytest.raises(VideoDecodeError, match="not a readable"):
             read_media(MediaFile(name, tmp_path / name), num_frames=4)
+
+
+def test_frames_larger_than_max_pixels_are_scaled_down_keeping_the_aspect(tmp_path):
+    Image.fromarray(np.full((300, 400, 3), 90, np.uint8)).save(tmp_path / "big.png")
+    item = MediaFile("big.png", tmp_path / "big.png")
+    assert read_media(item, 4, max_pixels=0).frames.shape == (1, 300, 400, 3)
+    small = read_media(item, 4, max_pixels=300 * 400 // 4)
+    assert small.frames.shape == (1, 150, 200, 3) and small.times == (0.0,)
+    assert read_media(item, 4, max_pixels=10**6).frames.shape == (1, 300, 400, 3)  # never scaled up

@@ -37,6 +37,10 @@ def test_prompt_and_prompt_file_give_every_file_one_instruction(tmp_path):
     ({"num_frames": -1}, "--num_frames -1"),
     ({"dry_run": -2}, "--dry_run -2"),
     ({"caption_extension": "txt"}, "--caption_extension `txt`"),
+    ({"caption_extension": ".png"}, "--caption_extension `.png`"),
+    ({"caption_extension": ".JSONL"}, "--caption_extension `.JSONL`"),
+    ({"caption_extension": "./../x"}, "--caption_extension `./../x`"),
+    ({"max_pixels": -1}, "--max_pixels -1"),
     ({"model": None}, "needs a captioner"),
     ({"prompt_file": "/nonexistent/p.txt"}, "--prompt_file /nonexistent/p.txt cannot be read"),
 ])

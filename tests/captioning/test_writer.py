@@ -103,13 +103,23 @@ def test_a_metadata_line_that_is_not_a_row_is_refused_before_anything_is_written
 
 def test_a_metadata_file_where_captions_would_go_unread_is_refused(tmp_path):
     (tmp_path / METADATA).write_text('{"file_name": "a.png", "text": "x"}\n')
-    with pytest.raises(UserError, match="holds metadata.jsonl, which training reads before caption files.*--metadata"):
+    with pytest.raises(UserError, match="metadata.jsonl is read by training before caption files.*Pass --metadata"):
         _store(tmp_path)
+    _store(tmp_path, metadata=True)  # the root's own: --metadata adds to it
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / METADATA).write_text('{"file_name": "b.png", "text": "y"}\n')
+    with pytest.raises(UserError, match=r"sub/metadata.jsonl is read .*a subfolder's wins.*Merge it into the root's"):
+        _store(tmp_path, metadata=True)
+    (tmp_path / "sub" / METADATA).unlink()
     (tmp_path / METADATA).unlink()
     (tmp_path / "metadata.csv").write_text("file_name,text\na.png,x\n")
     for metadata in (False, True):
-        with pytest.raises(UserError, match="holds metadata.csv.*Convert it to metadata.jsonl"):
+        with pytest.raises(UserError, match="metadata.csv is read by training.*Convert it to metadata.jsonl"):
             _store(tmp_path, metadata=metadata)
+    (tmp_path / "metadata.csv").unlink()
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / METADATA).write_text("{}\n")  # a hidden folder is never listed: not a concern
+    _store(tmp_path)
 
 
 def test_with_metadata_a_files_own_caption_file_is_copied_into_a_row(tmp_path):
@@ -121,3 +131,45 @@ def test_with_metadata_a_files_own_caption_file_is_copied_into_a_row(tmp_path):
     store.finish({**store.copied, "b.png": "made"}, complete=True)
     rows = [json.loads(line) for line in (tmp_path / METADATA).read_text().splitlines()]
     assert rows == [{"file_name": "a.png", "text": "my own words"}, {"file_name": "b.png", "text": "made"}]
+
+
+def test_metadata_rows_are_matched_as_the_listing_names_files_and_need_text(tmp_path):
+    (a, pa), (b, pb), (c, pc) = _media(tmp_path, "a.png", "sub/b.png", "c.png")
+    rows = [{"file_name": "./a.png", "text": "x"}, {"file_name": "sub//b.png", "text": "  "}, {"file_name": "c.png"}]
+    (tmp_path / METADATA).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = _store(tmp_path, metadata=True)
+    assert store.has_caption(a, pa) and not store.has_caption(b, pb) and not store.has_caption(c, pc)
+    (tmp_path / METADATA).write_bytes(b'{"file_name": "a.png", "text": "\xff"}\n')
+    with pytest.raises(UserError, match="is not UTF-8 text"):
+        _store(tmp_path, metadata=True)
+
+
+def test_an_empty_journal_is_no_run_to_resume_and_the_header_is_on_disk_first(tmp_path):
+    (a, pa), = _media(tmp_path, "a.png")
+    (tmp_path / JOURNAL).write_bytes(b"")  # killed between creating it and its first line
+    store = _store(tmp_path)
+    store.resume()
+    assert store.resumed == {} and not (tmp_path / JOURNAL).exists()
+    store._open_journal()  # the header is synced when the journal is made, before any caption line
+    assert json.loads((tmp_path / JOURNAL).read_text()) == {"options": OPTIONS}
+    store.release()
+
+
+def test_a_second_run_on_the_folder_is_refused_while_the_first_holds_it(tmp_path):
+    first = _store(tmp_path)
+    first.lock()
+    with pytest.raises(UserError, match="another dit-lora caption is writing captions"):
+        _store(tmp_path).lock()
+    first.release()
+    again = _store(tmp_path)
+    again.lock()  # free once the first let go
+    again.release()
+    assert not list(tmp_path.iterdir())  # nothing left behind
+
+
+def test_odd_file_names_are_written_as_escaped_json(tmp_path):
+    key = "caf\udce9.png"  # a name that is not UTF-8 on disk, as os.listdir gives it
+    store = _store(tmp_path, metadata=True)
+    store.finish({key: "un café"}, complete=True)
+    (row,) = [json.loads(line) for line in (tmp_path / METADATA).read_text(encoding="ascii").splitlines()]
+    assert row == {"file_name": key, "text": "un café"}

@@ -33,7 +33,8 @@ def test_help_imports_no_torch():
 
 @pytest.mark.parametrize("argv, said", [
     (["caption", "x", "--model", "m", "--bogus"], "unknown argument(s) --bogus"),
-    (["caption", "/nonexistent/folder", "--model", "m"], "does not exist"),
+    (["caption", "/nonexistent/folder", "--model", "owner/model"], "`/nonexistent/folder` does not exist"),
+    (["caption", ".", "--model", "/nonexistent/model"], "--model /nonexistent/model does not exist"),
 ])
 def test_bad_input_is_one_paragraph(argv, said, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -48,3 +49,17 @@ def test_training_file_from_the_command_line(tmp_path, capsys):
         main(["caption", str(tmp_path), "--training_file", "own.jsonl"])
     assert exit_.value.code == 0 and "1 conversation(s)" in capsys.readouterr().out
     assert (tmp_path / "own.jsonl").is_file()
+
+
+def test_a_failed_file_exits_1_and_names_it(tmp_path, capsys):
+    from dit_lora.families.videollm import build_demo_model
+
+    tiny = build_demo_model("qwen2_5_vl", tmp_path / "tiny")
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "broken.png").write_bytes(b"not an image")
+    with pytest.raises(SystemExit) as exit_:
+        main(["caption", str(folder), "--model", str(tiny), "--mixed_precision", "no", "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 1 and "1 failed" in out and "failed: broken.png: not a readable image" in out
+    assert "mend or delete them" in out
