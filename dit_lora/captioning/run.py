@@ -177,12 +177,29 @@ def _caption_batch(
     if not prepared:
         return []
     rows = []
-    for (item, _), result in zip(prepared, captioner.generate([inputs for _, inputs in prepared])):
+    for (item, _), result in _generated(captioner, prepared, outcome):
         text = f"{options.prefix}{result.text}{options.suffix}"
         facts.append(CaptionFacts(item.key, text, result.finished))
         rows.append((item.key, item.path, text))
     return rows
 
+
+def _generated(captioner: Captioner, prepared: list, outcome: Outcome) -> list:
+    """``(item, inputs), caption`` pairs of one batch; a batch that runs out of device memory is captioned one file at
+    a time, and a file that does not fit alone fails (named), the others go on."""
+    try:
+        return list(zip(prepared, captioner.generate([inputs for _, inputs in prepared])))
+    except torch.OutOfMemoryError:
+        if len(prepared) == 1:
+            outcome.failed.append((prepared[0][0].key, _TOO_LARGE))
+            return []
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return [pair for one in prepared for pair in _generated(captioner, [one], outcome)]
+
+
+#: why a file failed that does not fit the device alone
+_TOO_LARGE = "out of device memory even alone: lower --max_pixels or --num_frames, or use --quantize_base nf4"
 
 #: the loaders' words for training's flags -> this command's
 _FLAGS = {"--pretrained_model_name_or_path": "--model", "Point load_adapter at": "Point --adapter at"}
@@ -278,15 +295,6 @@ def _run_batches(
                         store.write(rows)
                 outcome.written.update({key: text for key, _, text in rows})
                 progress.update(len(batch))
-    except torch.OutOfMemoryError:
-        if not options.dry_run:
-            store.finish({**store.copied, **outcome.resumed, **outcome.written}, complete=False)
-        raise UserError(
-            f"dit-lora caption: out of device memory captioning a batch of {options.batch_size} (after "
-            f"{len(outcome.written)} caption(s), "
-            f"{'none written: --dry_run' if options.dry_run else 'which are kept'}). Lower --batch_size or --num_frames, or load the "
-            "language model in 4 bits (--quantize_base nf4), then run the same command again: it captions the rest."
-        ) from None
     except KeyboardInterrupt:
         if not options.dry_run:
             # metadata.jsonl gets what is written so far; the journal stays for the rerun

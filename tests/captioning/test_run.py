@@ -218,74 +218,23 @@ def test_a_full_disk_is_one_paragraph_and_the_captions_written_stay(tiny, small_
     assert not list(small_disk.glob(".*.tmp"))  # no half-written caption left behind
 
 
-def test_out_of_memory_is_one_paragraph_and_the_rerun_captions_the_rest(tiny, tmp_path, monkeypatch):
+def test_a_batch_out_of_memory_is_captioned_file_by_file_and_a_file_too_large_alone_fails(tiny, tmp_path,
+                                                                                           monkeypatch):
     import torch
 
     from dit_lora.captioning.captioner import Captioner
-    from dit_lora.core.errors import UserError
 
     folder = _folder(tmp_path / "data", images=4, clips=0)
-    original = Captioner.generate
-    monkeypatch.setattr(Captioner, "generate",
-                        _failing_second_batch(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")))
-    with pytest.raises(UserError, match=r"out of device memory captioning a batch of 2 \(after 2 caption\(s\), which "
-                                        r"are kept\). Lower --batch_size"):
-        caption_folder(_options(folder, tiny))
-    monkeypatch.setattr(Captioner, "generate", original)
-    rest = caption_folder(_options(folder, tiny))
-    assert len(rest.written) == 2 and len(rest.resumed) == 2
+    original, sizes = Captioner.generate, []
 
+    def out_of_memory(self, built):  # a batch of two never fits; the fourth file tried alone (img3) not even alone
+        sizes.append(len(built))
+        if len(built) > 1 or sizes.count(1) == 4:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+        return original(self, built)
 
-def test_files_that_would_share_a_caption_file_are_refused(tiny, tmp_path):
-    from dit_lora.core.errors import UserError
-
-    folder = _folder(tmp_path / "data", images=1, clips=0)
-    write_moving_square_clip(folder / "img0.mp4", color="red", direction="left to right", num_frames=8, size=32)
-    with pytest.raises(UserError, match=r"img0.mp4 and img0.png -> img0.txt"):
-        caption_folder(_options(folder, tiny))
-    assert sorted(caption_folder(_options(folder, tiny, metadata=True)).written) == ["img0.mp4", "img0.png"]
-
-
-def test_a_resumed_journal_counts_only_files_still_there_with_their_caption(tiny, tmp_path, monkeypatch):
-    from dit_lora.captioning.captioner import Captioner
-    from dit_lora.core.errors import Interrupted
-
-    folder = _folder(tmp_path / "data", images=4, clips=0)
-    monkeypatch.setattr(Captioner, "generate", _failing_second_batch(KeyboardInterrupt()))
-    with pytest.raises(Interrupted):
-        caption_folder(_options(folder, tiny))
-    monkeypatch.undo()
-    (folder / "img0.txt").unlink()  # the user deleted a caption to have it redone
-    (folder / "img1.png").unlink()  # and a file from the folder
-    again = caption_folder(_options(folder, tiny))
-    assert sorted(again.written) == ["img0.png", "img2.png", "img3.png"] and again.resumed == {}
-
-
-def test_a_file_whose_prompt_cannot_be_built_is_named_and_the_rest_captioned(tiny, tmp_path, monkeypatch):
-    from dit_lora.captioning.captioner import Captioner
-
-    folder = _folder(tmp_path / "data", images=2, clips=0)
-    original = Captioner.prompt_inputs
-
-    def refuse_one(self, clip, prompt):
-        if clip.frames.shape[1] == 24:  # img0: as Qwen's resize refuses a 4 x 1000 banner
-            raise ValueError("absolute aspect ratio must be smaller than 200, got 250.0")
-        return original(self, clip, prompt)
-
-    monkeypatch.setattr(Captioner, "prompt_inputs", refuse_one)
+    monkeypatch.setattr(Captioner, "generate", out_of_memory)
     outcome = caption_folder(_options(folder, tiny))
-    assert list(outcome.written) == ["img1.png"]
-    assert outcome.failed == [("img0.png", "absolute aspect ratio must be smaller than 200, got 250.0")]
-
-
-def test_images_are_batched_together_whatever_the_name_order(tiny, tmp_path, monkeypatch):
-    from dit_lora.captioning.captioner import Captioner
-
-    folder = _folder(tmp_path / "data", images=0, clips=2)
-    for name in ("a.png", "clips/b.png", "z.png"):
-        Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(folder / name)
-    sizes = []
-    original = Captioner.generate
-    monkeypatch.setattr(Captioner, "generate", lambda self, built: sizes.append(len(built)) or original(self, built))
-    caption_folder(_options(folder, tiny, batch_size=3))
-    assert sizes == [3, 2]  # the three images, then the two clips (listed a.png, clips/b.png, clips/c0, c1, z.png)
+    assert sizes == [2, 1, 1, 2, 1, 1]  # each batch tried whole, then file by file
+    assert sorted(outcome.written) == ["img0.png", "img1.png", "img2.png"]
+    assert outcome.failed == [("img3.png", run_module._TOO_LARGE)]
