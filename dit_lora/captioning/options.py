@@ -160,16 +160,14 @@ class CaptionOptions:
         return self.prompts[item.kind]
 
     def journal_options(self) -> dict[str, Any]:
-        """What shapes a caption: a run resumed with other values would mix two kinds of caption."""
+        """What shapes a caption's words: a run resumed with other values would mix two kinds of caption. How much
+        of a file the model sees and how it is stored (--max_pixels, --num_frames, --quantize_base,
+        --mixed_precision) may change between a run and its rerun: that is how a file that did not fit gets through."""
         return {
             "model": self.model,
             "adapter": self.adapter,
             "prompt": self.prompts,
             "max_new_tokens": self.max_new_tokens,
-            "num_frames": self.num_frames,
-            "max_pixels": self.max_pixels,
-            "quantize_base": self.quantize_base,
-            "mixed_precision": self.mixed_precision,
             "prefix": self.prefix,
             "suffix": self.suffix,
             "caption_extension": None if self.metadata else self.caption_extension,

@@ -28,7 +28,7 @@ from dit_lora.core.progress import Progress, say
 from dit_lora.data.paths import printable
 from dit_lora.families.videollm.frames import SampledClip
 
-__all__ = ["Outcome", "caption_folder"]
+__all__ = ["TOO_LARGE", "Outcome", "caption_folder"]
 
 #: failed files named one by one in the summary
 NAMED_FAILURES = 10
@@ -92,7 +92,7 @@ def _say_listing(
     say(f"{store.root}: {len(media)} file(s) ({images} image(s), {len(media) - images} clip(s))")
     if store.resumed:
         torn = (
-            " (the kill cut its last line: that file is kept if its caption was written, else captioned again)"
+            " (the kill cut its last line: that file is captioned again, or kept if its caption file was written)"
             if store.dropped_torn_line
             else ""
         )
@@ -113,7 +113,7 @@ def _say_listing(
 
 def _check_fits(captioner_cfg, options: CaptionOptions, device: torch.device) -> None:
     """Say the memory the captioner takes; on a GPU with less free memory, say what to change (an estimate: the run
-    goes on, and an out-of-memory error is one paragraph too)."""
+    goes on; a batch out of memory is captioned file by file, :func:`_generated`)."""
     memory = caption_memory(captioner_cfg, options.batch_size, options.max_new_tokens, options.max_pixels)
     say(memory.line(gpu=device.type == "cuda"))
     if device.type != "cuda":
@@ -123,7 +123,7 @@ def _check_fits(captioner_cfg, options: CaptionOptions, device: torch.device) ->
         say(
             f"warning: the captioner needs about {gib(memory.total)} and {device} has {gib(free)} free: it will "
             "likely run out of memory. Load the language model in 4 bits (--quantize_base nf4: a 7B-8B captioner "
-            "then fits a 16 GB card), or lower --batch_size or --num_frames."
+            "then fits a 16 GB card), or lower --batch_size, --num_frames or --max_pixels."
         )
 
 
@@ -186,20 +186,27 @@ def _caption_batch(
 
 def _generated(captioner: Captioner, prepared: list, outcome: Outcome) -> list:
     """``(item, inputs), caption`` pairs of one batch; a batch that runs out of device memory is captioned one file at
-    a time, and a file that does not fit alone fails (named), the others go on."""
+    a time, and a file that does not fit alone fails (named), the others go on. When the first file tried alone does
+    not fit and nothing was captioned yet, nothing will: one paragraph, no grinding through the folder."""
     try:
         return list(zip(prepared, captioner.generate([inputs for _, inputs in prepared])))
     except torch.OutOfMemoryError:
-        if len(prepared) == 1:
-            outcome.failed.append((prepared[0][0].key, _TOO_LARGE))
-            return []
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    return [pair for one in prepared for pair in _generated(captioner, [one], outcome)]
+        if len(prepared) > 1:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return [pair for one in prepared for pair in _generated(captioner, [one], outcome)]
+    if not outcome.written and not any(why == TOO_LARGE for _, why in outcome.failed):
+        raise UserError(
+            f"dit-lora caption: out of device memory captioning {printable(prepared[0][0].key)} alone, before any "
+            f"caption was written. {TOO_LARGE[TOO_LARGE.index(':') + 2 :].capitalize()}, or free the device "
+            "(another process may hold it), and run the same command again."
+        )
+    outcome.failed.append((prepared[0][0].key, TOO_LARGE))
+    return []
 
 
 #: why a file failed that does not fit the device alone
-_TOO_LARGE = "out of device memory even alone: lower --max_pixels or --num_frames, or use --quantize_base nf4"
+TOO_LARGE = "out of device memory even alone: lower --max_pixels or --num_frames, or use --quantize_base nf4"
 
 #: the loaders' words for training's flags -> this command's
 _FLAGS = {"--pretrained_model_name_or_path": "--model", "Point load_adapter at": "Point --adapter at"}
@@ -228,7 +235,11 @@ def caption_folder(options: CaptionOptions) -> Outcome:
             "training reads: pass that folder, not one file (or leave --metadata out to write a caption file)."
         )
     store = CaptionStore(
-        root, extension=options.caption_extension, metadata=options.metadata, options=options.journal_options()
+        root,
+        extension=options.caption_extension,
+        metadata=options.metadata,
+        options=options.journal_options(),
+        subfolders=options.path.is_dir(),
     )
     if not options.dry_run:  # before anything is written or loaded: a read-only folder costs a second
         check_writable(root, "PATH", " Or pass --dry_run to see the captions without writing them.")

@@ -23,6 +23,7 @@ from typing import Any
 
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_text_atomic
+from dit_lora.core.progress import say
 from dit_lora.data.paths import is_hidden
 
 __all__ = ["JOURNAL", "METADATA", "CaptionStore", "caption_path"]
@@ -44,14 +45,21 @@ class CaptionStore:
     """The captions of one folder: which files have one, and writing new ones (sidecars or ``metadata.jsonl``)."""
 
     def __init__(
-        self, root: Path, *, extension: str, metadata: bool, options: dict[str, Any], check: bool = True
+        self,
+        root: Path,
+        *,
+        extension: str,
+        metadata: bool,
+        options: dict[str, Any],
+        check: bool = True,
+        subfolders: bool = True,
     ) -> None:
         self.root, self.extension, self.metadata = root, extension, metadata
         self.journal = root / JOURNAL
         self.options = options
         self.resumed: dict[str, str] = {}  #: key -> caption, from an interrupted run's journal
         if check:
-            self._check_metadata_files()
+            self._check_metadata_files(subfolders)
         self._lock: Any = None
         self.existing: dict[str, list[dict[str, Any]]] = self._read_metadata() if metadata else {}
         #: --metadata: a file's own caption file (the user's), copied into metadata.jsonl, which training reads first
@@ -59,13 +67,14 @@ class CaptionStore:
         self.dropped_torn_line = False
         self._handle = None
 
-    def _check_metadata_files(self) -> None:
+    def _check_metadata_files(self, subfolders: bool) -> None:
         """Captions where training will read them: a metadata file is read before caption files (for clips, only
         the files it lists are trained; a subfolder's own wins over the root's), so ``.txt`` captions beside one
         could go unread, and rows written at the root could lose to a subfolder's; training refuses a folder with
-        both metadata.jsonl and metadata.csv."""
+        both metadata.jsonl and metadata.csv. ``subfolders``: False when one file of the folder is captioned (its
+        folder's own metadata files only)."""
         for dirpath, dirnames, filenames in os.walk(self.root):
-            dirnames[:] = [d for d in dirnames if not is_hidden(d)]
+            dirnames[:] = [d for d in dirnames if not is_hidden(d)] if subfolders else []
             where = Path(dirpath)
             if "metadata.csv" in filenames:
                 raise UserError(
@@ -90,19 +99,31 @@ class CaptionStore:
 
     def lock(self) -> None:
         """Hold the folder for this run (an advisory lock the kernel drops when the process dies): a second
-        ``dit-lora caption`` on the same folder is refused instead of captioning everything twice."""
+        ``dit-lora caption`` on the same folder is refused instead of captioning everything twice. A file system
+        without locks (some network mounts) is said, and the run goes on unlocked."""
+        import errno
         import fcntl
 
-        handle = open(self.root / LOCK, "a")  # noqa: SIM115 - held for the run
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise UserError(
-                f"dit-lora caption: another dit-lora caption is writing captions in {self.root} now. Let it finish "
-                "(run the same command afterwards to caption what it left), or stop it first."
-            )
-        self._lock = handle
+        path = self.root / LOCK
+        for _ in range(3):  # the lock file may be removed by the run that held it between our open and our lock
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                os.close(fd)
+                if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise UserError(
+                        f"dit-lora caption: another dit-lora caption is writing captions in {self.root} now. Let it "
+                        "finish (run the same command afterwards to caption what it left), or stop it first."
+                    )
+                say(
+                    f"note: {self.root} cannot be locked ({err.strerror}): a second run on it at once would not be refused"
+                )
+                return
+            if os.path.exists(path) and os.stat(path).st_ino == os.fstat(fd).st_ino:
+                self._lock = fd
+                return
+            os.close(fd)  # we locked a file the other run had just removed: take the new one
 
     # --- what is there ---------------------------------------------------------------------------------------
     def resume(self) -> None:
@@ -239,7 +260,7 @@ class CaptionStore:
             self._handle = None
         if self._lock is not None:
             (self.root / LOCK).unlink(missing_ok=True)  # while still held: the next run makes its own
-            self._lock.close()
+            os.close(self._lock)
             self._lock = None
 
 

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     """Caption as ``args`` say; print the summary; 1 when a file failed, else 0."""
     from dataclasses import fields
 
-    from dit_lora.captioning.run import NAMED_FAILURES, caption_folder  # torch and the model code: on use only
+    from dit_lora.captioning.run import NAMED_FAILURES, TOO_LARGE, caption_folder  # torch, the model: on use only
     from dit_lora.captioning.training_file import write_training_file
 
     values = {f.name: getattr(args, f.name) for f in fields(CaptionOptions) if hasattr(args, f.name)}
@@ -79,11 +79,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"  failed: {key}: {why}", flush=True)
     if len(failed) > NAMED_FAILURES:
         print(f"  ... and {len(failed) - NAMED_FAILURES} more", flush=True)
-    if failed and not options.dry_run:
+    too_large = sum(why == TOO_LARGE for _, why in failed)
+    if too_large and not options.dry_run:
         print(
-            "These files could not be read or prompted: training leaves out or refuses what cannot be decoded too, "
-            "so mend or delete them (`dit-lora check-data` names them as training sees them). Then run the same "
-            "command again: it captions only those, the others are kept.",
+            f"{too_large} file(s) did not fit the device even alone: run the same command again with a lower "
+            "--max_pixels or --num_frames (or --quantize_base nf4); it captions only what is left.",
+            flush=True,
+        )
+    if len(failed) > too_large and not options.dry_run:
+        print(
+            "The other failed files could not be read or prompted: training leaves out or refuses what cannot be "
+            "decoded too, so mend or delete them (`dit-lora check-data` names them as training sees them). Then run "
+            "the same command again: it captions only those, the others are kept.",
             flush=True,
         )
     return 1 if failed else 0

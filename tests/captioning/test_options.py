@@ -77,3 +77,6 @@ def test_the_journal_options_are_what_shapes_a_caption():
     base = _options().resolved().journal_options()
     assert _options(prefix="sks, ").resolved().journal_options() != base
     assert _options(batch_size=8, dry_run=0, device="cpu").resolved().journal_options() == base  # speed only
+    # how much of a file the model sees, and how it is stored: what a rerun lowers to get a file through
+    assert _options(max_pixels=409600, num_frames=4, quantize_base="nf4",
+                    mixed_precision="no").resolved().journal_options() == base

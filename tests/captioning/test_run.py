@@ -237,4 +237,35 @@ def test_a_batch_out_of_memory_is_captioned_file_by_file_and_a_file_too_large_al
     outcome = caption_folder(_options(folder, tiny))
     assert sizes == [2, 1, 1, 2, 1, 1]  # each batch tried whole, then file by file
     assert sorted(outcome.written) == ["img0.png", "img1.png", "img2.png"]
-    assert outcome.failed == [("img3.png", run_module._TOO_LARGE)]
+    assert outcome.failed == [("img3.png", run_module.TOO_LARGE)]
+
+
+def test_when_nothing_fits_the_run_stops_at_the_first_file_in_one_paragraph(tiny, tmp_path, monkeypatch):
+    import torch
+
+    from dit_lora.captioning.captioner import Captioner
+    from dit_lora.core.errors import UserError
+
+    folder = _folder(tmp_path / "data", images=4, clips=0)
+    calls = []
+
+    def never_fits(self, built):
+        calls.append(len(built))
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(Captioner, "generate", never_fits)
+    with pytest.raises(UserError, match=r"out of device memory captioning img0.png alone, before any caption was "
+                                        r"written. Lower --max_pixels"):
+        caption_folder(_options(folder, tiny))
+    assert calls == [2, 1]  # the batch, then its first file: not the whole folder
+    monkeypatch.undo()
+    # the rerun with less of each file is no other kind of caption: the journal takes it
+    assert caption_folder(_options(folder, tiny, max_pixels=400, num_frames=1)).written.keys() == {
+        "img0.png", "img1.png", "img2.png", "img3.png"}
+
+
+def test_one_file_is_judged_by_its_own_folder_not_the_tree(tiny, tmp_path):
+    folder = _folder(tmp_path / "data", images=1, clips=0)
+    (folder / "other").mkdir()
+    (folder / "other" / METADATA).write_text('{"file_name": "x.png", "text": "x"}\n')
+    assert caption_folder(_options(folder / "img0.png", tiny)).written.keys() == {"img0.png"}
