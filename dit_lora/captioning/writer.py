@@ -58,6 +58,9 @@ class CaptionStore:
         self.journal = root / JOURNAL
         self.options = options
         self.resumed: dict[str, str] = {}  #: key -> caption, from an interrupted run's journal
+        #: --metadata: the resumed captions an earlier run merged into metadata.jsonl already (a hand edit of their rows
+        #: since then stays)
+        self.merged: set[str] = set()
         if check:
             self._check_metadata_files(subfolders)
         self._lock: Any = None
@@ -145,6 +148,9 @@ class CaptionStore:
             raise UserError(self._unreadable_journal())
         self._check_options(rows[0]["options"])
         for row in rows[1:]:
+            if row == {"merged": True}:  # every row above is in metadata.jsonl already: not merged again
+                self.merged.update(self.resumed)
+                continue
             if row is None or not isinstance(row.get("file_name"), str) or not isinstance(row.get("text"), str):
                 raise UserError(self._unreadable_journal())
             self.resumed[row["file_name"]] = row["text"]
@@ -244,11 +250,14 @@ class CaptionStore:
     def finish(self, captions: dict[str, str], complete: bool) -> None:
         """End the run: ``metadata.jsonl`` merged with ``captions`` (every caption of this run and the resumed one's),
         and the journal removed when ``complete`` (nothing left that failed); otherwise it stays for the next run."""
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-        if self.metadata and captions:
-            write_text_atomic(self.root / METADATA, _merged(self.root / METADATA, self.existing, captions))
+        fresh = {key: text for key, text in captions.items() if key not in self.merged}
+        if self.metadata and fresh:
+            write_text_atomic(self.root / METADATA, _merged(self.root / METADATA, self.existing, fresh))
+            if not complete:  # the journal stays: mark what is merged, so the rerun does not merge it again
+                handle = self._open_journal()
+                handle.write(json.dumps({"merged": True}) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
         if complete:
             self.journal.unlink(missing_ok=True)
         self.release()

@@ -269,3 +269,22 @@ def test_one_file_is_judged_by_its_own_folder_not_the_tree(tiny, tmp_path):
     (folder / "other").mkdir()
     (folder / "other" / METADATA).write_text('{"file_name": "x.png", "text": "x"}\n')
     assert caption_folder(_options(folder / "img0.png", tiny)).written.keys() == {"img0.png"}
+
+
+def test_a_hand_edit_between_an_interrupted_metadata_run_and_its_rerun_stays(tiny, tmp_path, monkeypatch):
+    from dit_lora.captioning.captioner import Captioner
+    from dit_lora.core.errors import Interrupted
+
+    folder = _folder(tmp_path / "data", images=4, clips=0)
+    monkeypatch.setattr(Captioner, "generate", _failing_second_batch(KeyboardInterrupt()))
+    with pytest.raises(Interrupted):
+        caption_folder(_options(folder, tiny, metadata=True))
+    monkeypatch.undo()
+    rows = [json.loads(line) for line in (folder / METADATA).read_text().splitlines()]
+    assert [r["file_name"] for r in rows] == ["img0.png", "img1.png"]  # merged at the interruption
+    rows[0]["text"] = "fixed by hand"
+    (folder / METADATA).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rest = caption_folder(_options(folder, tiny, metadata=True))
+    assert sorted(rest.written) == ["img2.png", "img3.png"] and sorted(rest.resumed) == ["img0.png", "img1.png"]
+    final = {r["file_name"]: r["text"] for r in map(json.loads, (folder / METADATA).read_text().splitlines())}
+    assert final["img0.png"] == "fixed by hand" and len(final) == 4 and not (folder / JOURNAL).exists()
