@@ -216,3 +216,9 @@ class Features:
 
 
 __all__ = ["STAGES", "Feature", "Features", "StepContext"]
+
+
+def class_images_loss(spec, comps, cfg, prior_loss_weight: float, model, prior: dict, generator) -> torch.Tensor:
+    """--prior_loss_weight times the family's loss on a micro-batch's class images (prior preservation), in the
+    caller's precision: what a step adds to its loss, and what the recovery's replay of that step adds alike."""
+    return prior_loss_weight * spec.loss.compute_loss(comps, model, prior, generator, cfg)

@@ -23,7 +23,7 @@ from dit_lora.training import ema as ema_lib
 from dit_lora.training.canary import attention_canary, install_broken_attention
 from dit_lora.training.compile import CompileCounters, compile_model, eager, shape_key
 from dit_lora.training.drills import Hooks
-from dit_lora.training.features import Feature, Features, StepContext
+from dit_lora.training.features import Feature, Features, StepContext, class_images_loss
 from dit_lora.training.sync_audit import deliberate
 
 
@@ -235,7 +235,16 @@ class DataSets(Feature):
     def after_loss(self, run, ctx: StepContext, loss: torch.Tensor) -> torch.Tensor:
         prior = ctx.batch.get(PRIOR)
         if prior is not None:  # added after the instance set's loss weight: --prior_loss_weight is its whole weight
-            ctx.added_loss = prior_term(run, run.model, prior, run.update.generator)
+            with run.accelerator.autocast():  # the instance loss was computed under it, in the step
+                ctx.added_loss = class_images_loss(
+                    run.spec,
+                    run.comps,
+                    run.cfg,
+                    run.data.sets.prior_loss_weight,
+                    run.model,
+                    prior,
+                    run.update.generator,
+                )
         return loss
 
     def state_dict(self) -> dict[str, Any]:
@@ -243,14 +252,6 @@ class DataSets(Feature):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.batches = list(state.get("batches", []))
-
-
-def prior_term(run, model, prior: dict, generator) -> torch.Tensor:
-    """--prior_loss_weight times the family's loss on a micro-batch's class images (under the run's autocast): what
-    the step adds to its loss."""
-    with run.accelerator.autocast():
-        prior_loss = run.spec.loss.compute_loss(run.comps, model, prior, generator, run.cfg)
-    return run.data.sets.prior_loss_weight * prior_loss
 
 
 def for_run(hooks: Hooks) -> Features:

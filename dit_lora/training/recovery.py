@@ -20,6 +20,7 @@ from dit_lora.core.fileio import write_json_atomic
 from dit_lora.data import batches as batch_lib
 from dit_lora.output.names import NONFINITE_REPORT_FILE
 from dit_lora.training.diagnose import diagnose_step, format_paragraph
+from dit_lora.training.features import class_images_loss
 from dit_lora.training.guard import GuardReading, StepGuard
 
 if TYPE_CHECKING:
@@ -193,9 +194,9 @@ class Recovery:
             loss = self.spec.loss.compute_loss(self.comps, model, batch, generator, self.cfg)
             loss = self.injector.loss(step, loss) if self.injector is not None else loss
             prior = batch.get(batch_lib.PRIOR)  # prior preservation's class images, added as the step adds them
-            if prior is not None and self.data.sets is not None:
-                prior_loss = self.spec.loss.compute_loss(self.comps, model, prior, generator, self.cfg)
-                loss = loss + self.data.sets.prior_loss_weight * prior_loss
+            if prior is not None and self.data.sets is not None:  # in the replay's own precision (no autocast here)
+                weight = self.data.sets.prior_loss_weight
+                loss = loss + class_images_loss(self.spec, self.comps, self.cfg, weight, model, prior, generator)
             return loss
 
         return loss_fn
