@@ -109,6 +109,11 @@ def _say_listing(
         if replaced:
             say(f"replacing: {replaced} existing caption(s) (--overwrite)")
     say(f"to caption: {len(todo)} file(s)")
+    if options.max_pixels and todo:
+        say(
+            f"frames larger than {options.max_pixels:,} pixels (--max_pixels) are scaled down for the captioner, "
+            "aspect kept; your files are not changed (--max_pixels 0: full size)"
+        )
 
 
 def _check_fits(captioner_cfg, options: CaptionOptions, device: torch.device) -> None:

@@ -75,7 +75,9 @@ def test_overwrite_replaces_and_dry_run_writes_nothing(tiny, tmp_path, capsys):
     for name in ("img0", "img1", "clips/c0"):
         (folder / f"{name}.txt").write_text("old")
     dry = caption_folder(_options(folder, tiny, overwrite=True, dry_run=2))
-    assert "replacing: 2 existing caption(s) (--overwrite)" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "replacing: 2 existing caption(s) (--overwrite)" in said
+    assert "frames larger than 921,600 pixels (--max_pixels) are scaled down for the captioner" in said
     assert len(dry.written) == 2 and all(t != "old" for t in dry.written.values())
     assert {p.read_text() for p in folder.rglob("*.txt")} == {"old"} and not (folder / JOURNAL).exists()
     done = caption_folder(_options(folder, tiny, overwrite=True))
