@@ -25,7 +25,8 @@ TARGETS = (r".*(attn\.(to_q|to_k|to_v|to_out\.0|add_q_proj|add_k_proj|add_v_proj
 #: the model width (out_dim)
 UNET = dict(image_model="chroma", in_channels=16, out_channels=16, context_in_dim=20, hidden_size=HEADS * HEAD_DIM,
             mlp_ratio=4.0, num_heads=HEADS, depth=2, depth_single_blocks=2, axes_dim=[2, 2, 4], theta=10000,
-            patch_size=2, qkv_bias=True, in_dim=16, out_dim=HEADS * HEAD_DIM, hidden_dim=24, n_layers=2)
+            patch_size=2, qkv_bias=True, in_dim=16, out_dim=HEADS * HEAD_DIM, hidden_dim=24, n_layers=2,
+            txt_ids_dims=[], vec_in_dim=None)  # as model_detection sets them for Chroma (no pooled vector input)
 
 
 def test_comfyuis_own_loader_applies_every_tensor_at_the_trained_strength(tmp_path):

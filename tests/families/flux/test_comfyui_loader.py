@@ -20,9 +20,10 @@ TARGETS = (r".*(attn\.(to_q|to_k|to_v|to_out\.0|add_q_proj|add_k_proj|add_v_proj
            r"ff_context\.net\.(0\.proj|2)|norm1\.linear|norm1_context\.linear|single_transformer_blocks\.\d+\."
            r"(proj_mlp|proj_out|norm\.linear)|x_embedder|context_embedder)")
 #: ComfyUI's Flux at the tiny widths: its in_channels before the 2x2 patch (diffusers' 16 packed = 4 x 4)
+#: (txt_ids_dims: [] for FLUX.1, as model_detection sets it)
 UNET = dict(image_model="flux", in_channels=4, out_channels=4, vec_in_dim=12, context_in_dim=20,
             hidden_size=HEADS * HEAD_DIM, mlp_ratio=4.0, num_heads=HEADS, depth=2, depth_single_blocks=2,
-            axes_dim=[2, 2, 4], theta=10000, patch_size=2, qkv_bias=True, guidance_embed=True)
+            axes_dim=[2, 2, 4], theta=10000, patch_size=2, qkv_bias=True, guidance_embed=True, txt_ids_dims=[])
 
 
 @pytest.mark.parametrize("family", ["flux", "flux_kontext"])
