@@ -27,9 +27,10 @@ goes by its diffusers name, where ComfyUI applies ``swap_scale_shift`` to the up
 product's rows is not one of its factors' unless the first factor's rows are even). Every other layer has BFL's name.
 
 Where ComfyUI maps no diffusers name onto a slice of the fused weight (Lumina 2: its ``Lumina2`` model has only its
-own names), a family asks for ``typed_fused="diff"``: a LoKr or LoHa part is written as its exact update instead,
-the parts' updates stacked into the fused weight's ``<name>.diff`` (ComfyUI's ``load_lora`` adds a ``.diff`` at the
-strength given; a part not trained stays zero rows). That costs the fused weight's size per block.
+own names; HunyuanVideo 1.5 likewise), a family asks for ``typed_fused="diff"``: a LoKr or LoHa part is written as
+its exact update instead, the parts' updates stacked into the fused weight's ``<name>.diff`` (ComfyUI's ``load_lora``
+adds a ``.diff`` at the strength given; a part not trained stays zero rows), and a swapped module as its exact
+update with the halves swapped back. That costs the fused weight's size per block.
 """
 
 from __future__ import annotations
@@ -186,6 +187,16 @@ class FusedExport(RenamedExport):
             return f"transformer.{module}"
         return self.layer_name(module)
 
+    def typed_tensors(self, module: str, layer: Layer) -> dict[str, torch.Tensor]:
+        """A LoKr or LoHa layer that is no fused part: PEFT's tensor names under :meth:`typed_layer_name`; with
+        ``typed_fused="diff"`` (ComfyUI maps no diffusers name) a swapped module is its exact update with the halves
+        swapped back, ``<name>.diff`` (a half swap of a Kronecker or Hadamard product is no product of factors)."""
+        if self.typed_fused == "diff" and self.layout.swapped.rename(module) is not None:
+            scale, shift = typed_update(layer).chunk(2, dim=0)
+            dtype = next(iter(layer.tensors.values())).dtype
+            return {f"{self.layer_name(module)}.diff": torch.cat([shift, scale]).to(dtype).contiguous()}
+        return comfyui_tensors(self.typed_layer_name(module), layer)
+
     def convert(self, layers: dict[str, Layer], source: str) -> dict[str, torch.Tensor]:
         """LoRA: BFL's names, the fused parts fused, the swapped halves swapped back; a LoRA bias refused. LoKr
         and LoHa: PEFT's tensor names under :meth:`typed_layer_name` (no fusing: a product of several layers'
@@ -201,7 +212,7 @@ class FusedExport(RenamedExport):
                 diffs.setdefault(name, ({}, shares, dtype))[0][position] = typed_update(layer)
                 continue
             if layer.kind != LORA:
-                out.update(comfyui_tensors(self.typed_layer_name(module), layer))
+                out.update(self.typed_tensors(module, layer))
                 continue
             if "lora_B.bias" in layer.tensors:
                 raise UserError(

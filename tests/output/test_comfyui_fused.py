@@ -68,6 +68,19 @@ def test_a_swapped_module_gets_its_halves_back_in_bfl_order(tmp_path, monkeypatc
     assert sorted(lokr) == ["transformer.norm_out.linear.lokr_w1", "transformer.norm_out.linear.lokr_w2"]
 
 
+def test_with_diffs_a_typed_swapped_module_is_its_exact_update_halves_swapped(tmp_path, monkeypatch):
+    """typed_fused="diff" (ComfyUI maps no diffusers name: HunyuanVideo 1.5): a LoKr on the swapped module goes in
+    as its update, (shift, scale) back in BFL's order, under BFL's name."""
+    export = FusedExport("FLUX.1", _module(tmp_path, monkeypatch, FLUX1), "known", "keys", "the file",
+                         typed_fused="diff")
+    w1, w2 = torch.randn(2, 2), torch.randn(3, 8)
+    out = export.comfyui_state({"norm_out.linear.lokr_w1": w1, "norm_out.linear.lokr_w2": w2})
+    update = torch.kron(w1, w2)
+    assert list(out) == ["diffusion_model.final_layer.adaLN_modulation.1.diff"]
+    torch.testing.assert_close(out["diffusion_model.final_layer.adaLN_modulation.1.diff"],
+                               torch.cat([update[3:], update[:3]]))
+
+
 def test_row_shares_that_do_not_match_the_parts_are_refused_naming_the_file(tmp_path, monkeypatch):
     bad = {**FLUX1, "fused": [{**FLUX1["fused"][0], "rows": [1, 4]}]}
     with pytest.raises(DataFileError, match=r"fusedpkg_\w+/comfyui.json: fused\[0\] gives 2 row shares for 4 parts"):

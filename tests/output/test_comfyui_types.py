@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from dit_lora.core.errors import UserError
 from dit_lora.families.flux2 import comfyui as flux2
+from dit_lora.families.hunyuanvideo15.comfyui import EXPORT as HUNYUANVIDEO15_EXPORT
 from dit_lora.families.ltx2.comfyui import EXPORTS as LTX2_EXPORTS
 from dit_lora.families.lumina2.comfyui import EXPORT as LUMINA2_EXPORT
 from dit_lora.families.qwenimage.comfyui import EXPORTS as QWEN_EXPORTS
@@ -48,7 +49,15 @@ COMFY_TENSORS = {
 #: a125cd84): only the generic names of comfy/ldm/lumina/model.py NextDiT (q/k/v fused in ``attention.qkv``).
 #: LTXAV (LTX-2; comfy/ldm/lightricks/av_model.py BasicAVTransformerBlock, model.py CrossAttention, 2026): only the
 #: generic ``diffusion_model.<weight>`` of Lightricks' names (patchify_proj, adaln_single, av_ca_*_adaln_single).
+#: HunyuanVideo15 (comfy/ldm/hunyuan_video/model.py, commit fe251146, Feb 2026): the generic names (and
+#: diffusion-pipe's ``transformer.`` spelling of them) of Tencent's layout, q/k/v fused per stream and in the refiner.
 COMFY_KEYS = {
+    "hunyuanvideo15": re.compile(
+        r"^diffusion_model\.(double_blocks\.\d+\.(img|txt)_(attn\.(qkv|proj)|mlp\.[02]|mod\.lin)|txt_in\."
+        r"(individual_token_refiner\.blocks\.\d+\.(self_attn\.(qkv|proj)|mlp\.[02]|adaLN_modulation\.1)"
+        r"|input_embedder|[tc]_embedder\.(in|out)_layer)|byt5_in\.fc[123]|vision_in\.proj\.[13]"
+        r"|time_in\.(in|out)_layer|img_in\.proj|final_layer\.(linear|adaLN_modulation\.1))$"
+    ),
     "ltx2": re.compile(
         r"^diffusion_model\.(transformer_blocks\.\d+\.((attn[12]|audio_attn[12]|audio_to_video_attn|video_to_audio_attn)"
         r"\.(to_[qkv]|to_out\.0|to_gate_logits)|(ff|audio_ff)\.net\.(0\.proj|2))|(audio_)?(patchify_proj|proj_out)"
@@ -82,6 +91,7 @@ COMFY_KEYS = {
     ),
 }
 CONVERT = {
+    "hunyuanvideo15": HUNYUANVIDEO15_EXPORT.comfyui_state,
     "ltx2": LTX2_EXPORTS.comfyui_state,
     "lumina2": LUMINA2_EXPORT.comfyui_state,
     "wan": wan.comfyui_state,
@@ -105,9 +115,12 @@ def _tiny(family: str) -> torch.nn.Module:
     """The family's tiny transformer on the meta device (only its module names and shapes are used)."""
     import diffusers
 
+    from dit_lora.families.hunyuanvideo15.demo import DEMO as HV15_DEMO
     from dit_lora.families.ltx2.demo import DEMO as LTX2_DEMO
 
+    hv15 = {k: v for k, v in HV15_DEMO.read().value("transformer").items() if k != "why"}
     configs = {
+        "hunyuanvideo15": ("HunyuanVideo15Transformer3DModel", {**hv15, "num_layers": 1}),
         "ltx2": ("LTX2VideoTransformer3DModel", {**LTX2_DEMO.read().value("transformer"), "num_layers": 1}),
         "wan": ("WanTransformer3DModel", dict(
             patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=4,
@@ -175,7 +188,8 @@ def test_every_key_is_one_comfyuis_key_map_has(family, kind, linears):
         modules.add(module)
     # every layer is there: one ComfyUI module each (FLUX.2 LoRA: the double blocks' q/k/v fused into two qkv;
     # Lumina 2, every type: each of its 3 blocks' q/k/v into one)
-    fused = {("flux2", "lora"): 2 * 2}.get((family, kind), 3 * 2 if family == "lumina2" else 0)
+    # HunyuanVideo 1.5, every type: its block's two streams' and its refiner block's q/k/v into one each)
+    fused = {("flux2", "lora"): 2 * 2}.get((family, kind), 3 * 2 if family in ("lumina2", "hunyuanvideo15") else 0)
     assert len(modules) == len(linears[family]) - fused
     if family == "flux2" and kind != "lora":
         assert "transformer.transformer_blocks.0.attn.add_k_proj" in modules  # a slice of txt_attn.qkv
@@ -224,13 +238,15 @@ def test_each_exported_module_applies_pefts_update(family, config, linears):
 def _exported_at(family: str, name: str, layers: dict[str, tuple[int, int]]) -> tuple[str, slice]:
     """Where a LoKr/LoHa of the diffusers module ``name`` is in the family's export: its module key and its rows of
     that module's update (Lumina 2's q/k/v: their rows of the fused qkv's ``.diff``)."""
-    if family == "lumina2" and LUMINA2_EXPORT.layout.fused(name) is not None:
-        fused, position, _ = LUMINA2_EXPORT.layout.fused(name)
+    diffs = {"lumina2": LUMINA2_EXPORT, "hunyuanvideo15": HUNYUANVIDEO15_EXPORT}  # typed q/k/v: the fused .diff
+    if family in diffs and diffs[family].layout.fused(name) is not None:
+        fused, position, _ = diffs[family].layout.fused(name)
         block = name.rsplit(".", 1)[0]
         start = sum(layers[f"{block}.to_{p}"][0] for p in "qkv"[:position])
         return f"diffusion_model.{fused}", slice(start, start + layers[name][0])
     named = {"wan": lambda n: f"diffusion_model.{wan.comfyui_module(n)}", "flux2": flux2.EXPORT.typed_layer_name,
-             "lumina2": LUMINA2_EXPORT.typed_layer_name, "ltx2": LTX2_EXPORTS.layer_name}
+             "lumina2": LUMINA2_EXPORT.typed_layer_name, "ltx2": LTX2_EXPORTS.layer_name,
+             "hunyuanvideo15": HUNYUANVIDEO15_EXPORT.typed_layer_name}
     return named.get(family, lambda n: f"transformer.{n}")(name), slice(None)
 
 

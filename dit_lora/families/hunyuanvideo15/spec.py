@@ -4,7 +4,7 @@
 Components, one module each: ``info.py`` (the configs read once, the task, the clip buckets), ``model.py`` (checks,
 loading, notes, defaults, demo), ``encoders.py`` (VAE latents, Qwen2.5-VL and ByT5 captions, SigLIP tokens, setup),
 ``loss.py`` (rectified flow over the 65-channel input), ``samples.py`` (videos), ``plan.py``, ``adapter.py`` (the
-card; the adapter file and reloading are the kit's). What a run decides is its ``HunyuanVideo15Run`` (``state.py``).
+card; the adapter file and reloading are the kit's), ``comfyui.py`` (ComfyUI's own names). What a run decides is its ``HunyuanVideo15Run`` (``state.py``).
 Precision: the transformer and both text encoders in the run's dtype (bf16 by default), the VAE and SigLIP in fp32,
 LoRA fp32. Fused kernels: no block point of its own (its joint attention builds a per-sample square mask from the
 reordered caption tokens, its modulation is inline); the generic points patch its LayerNorms and RMSNorms.
@@ -16,6 +16,7 @@ from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.diffusion.video_sizes import ClipData
 from dit_lora.families.hunyuanvideo15.adapter import HUNYUANVIDEO15_VAE, HunyuanVideo15Adapter, HunyuanVideo15Card
+from dit_lora.families.hunyuanvideo15.comfyui import EXPORT
 from dit_lora.families.hunyuanvideo15.encoders import HunyuanVideo15Encoders, HunyuanVideo15Setup
 from dit_lora.families.hunyuanvideo15.info import I2V_PIPELINE, T2V_PIPELINE, HunyuanVideo15Task
 from dit_lora.families.hunyuanvideo15.loss import HunyuanVideo15Loss
@@ -82,6 +83,8 @@ def hunyuanvideo15_spec(name: str = "hunyuanvideo15") -> FamilySpec:
         video_frames=task,
         frame_rate=task,
         card=HunyuanVideo15Card(task),
+        exports=EXPORT,
+        adapter_extras=EXPORT,
         defaults=DEFAULTS,
         notes=HunyuanVideo15Notes(task),
         setup=HunyuanVideo15Setup(encoders, task),
