@@ -13,7 +13,8 @@ set -euo pipefail
 
 folder=${1:-$HOME/.cache/dit-lora/comfyui}
 # comfyanonymous/ComfyUI, 2026-01-07 ("Support gemma 12B with quant weights"): has Wan 2.1/2.2, Qwen-Image (Edit
-# 2509/2511), FLUX.2 and Z-Image (Lumina2). The tests were written against this tree.
+# 2509/2511), FLUX.2, Z-Image (Lumina2), LTX-2 (LTXAV) and HunyuanVideo 1.5. The tests pass on this tree and on
+# fe2511468d6b3f7a1581a711ae480f3313f2b39d (2026-02-03, ComfyUI v0.12.1).
 commit=${2:-3cd7b32f1b7e7e90395cefe7d9f9b1f89276d8ce}
 
 if [ ! -d "$folder/.git" ]; then
@@ -26,6 +27,7 @@ git -C "$folder" checkout -q --detach FETCH_HEAD
 
 # What ComfyUI's model code imports beyond dit-lora's own dependencies (torch, numpy, safetensors, pyyaml, Pillow).
 # torchvision is not needed: the test harness puts a stub in its worker process.
-python -m pip install -q --no-deps --target "$folder-deps" einops torchsde trampoline scipy
+# comfy-aimdo: imported by comfy/model_management.py from February 2026 (upstream fe251146, also tested) on.
+python -m pip install -q --no-deps --target "$folder-deps" einops torchsde trampoline scipy comfy-aimdo
 
 echo "export DIT_LORA_COMFYUI=$folder DIT_LORA_COMFYUI_DEPS=$folder-deps"

@@ -224,13 +224,17 @@ def expected_deltas(
 
 def random_adapter_in_comfyui(model, family: str, targets: str, folder: Path, *, rank: int, alpha: int,
                               unet_config: dict[str, Any], model_class: str):
+    """A random LoRA on ``model``'s ``targets`` (:func:`save_random_adapter`) loaded with ComfyUI's own loader into
+    ``model_class`` of ``unet_config`` and checked (:func:`check_in_comfyui`); returns ``(result, expected)``."""
+    path = save_random_adapter(model, family, targets, folder, rank=rank, alpha=alpha)
+    return check_in_comfyui(path, unet_config=unet_config, model_class=model_class)
+
+
+def save_random_adapter(model, family: str, targets: str, folder: Path, *, rank: int, alpha: int) -> Path:
     """A random LoRA (``lora_B`` drawn too, so every update is non-zero) on ``model``'s ``targets``, saved as
-    ``family``'s adapter writes it (alpha/r folded into lora_B) in ``folder`` and loaded with ComfyUI's own loader
-    into ``model_class`` of ``unet_config``: checks that every tensor loaded, every module patched and no error, and
-    that each patched weight's update is the file's (:func:`expected_deltas`); returns ``(result, expected)``."""
+    ``family``'s adapter writes it (alpha/r folded into lora_B) in ``folder``; returns the file."""
     from peft import LoraConfig
     from peft.utils import get_peft_model_state_dict
-    from safetensors.torch import load_file
 
     from dit_lora.output.adapter import fold_lora_scale
     from dit_lora.registry import get_family
@@ -242,7 +246,13 @@ def random_adapter_in_comfyui(model, family: str, targets: str, folder: Path, *,
             if "lora_B" in name:
                 param.normal_(std=0.1)
     state, folded = fold_lora_scale(get_peft_model_state_dict(model), config)
-    path = get_family(family).adapter.save_adapter(folder, state, folded)
+    return Path(get_family(family).adapter.save_adapter(folder, state, folded))
+
+
+def check_in_comfyui(path: Path, *, unet_config: dict[str, Any], model_class: str):
+    """Load the adapter file ``path`` with ComfyUI's own loader into ``model_class`` of ``unet_config``: checks that
+    every tensor loaded, every module patched and no error, and that each patched weight's update is the file's
+    (:func:`expected_deltas`); returns ``(result, expected)``."""
     result = load_in_comfyui(path, unet_config=unet_config, model_class=model_class)
     assert result.unloaded == [] and result.not_patched == [] and not any("ERROR" in w for w in result.warnings)
     expected = expected_deltas(load_file(str(path)), result)

@@ -18,6 +18,9 @@ ComfyUI does not load that file for LTX-2. What the sources say (ComfyUI's store
 * Lightricks' LTX-2 trainer saves its LoRAs the same way (``diffusion_model.`` + the block names, for ComfyUI), and
   diffusers loads such a file back (``LTX2LoraLoaderMixin.lora_state_dict``: ``diffusion_model.`` keys ->
   ``_convert_non_diffusers_ltx2_lora_to_diffusers``), which is how the tests prove the export exact.
+* ComfyUI's own loader, run on the export (``tests/families/ltx2/test_comfyui_loader.py``, upstream commits 3cd7b32f
+  and fe251146 of January and February 2026), takes every tensor and patches each weight of its ``LTXAV`` model by
+  the trained update. Those commits have no LTX-2.3 layers (``to_gate_logits``, the prompt modulations).
 
 So every layer is written under ``diffusion_model.<its ComfyUI name>`` (``comfyui.json``: the inverse of diffusers'
 renames; the blocks' names are unchanged). LoKr and LoHa keep PEFT's tensor names under the same module name; DoRA
