@@ -757,6 +757,8 @@ def _trainable_fields(cfg: TrainConfig, model, device: str, num_processes: int, 
         moments = sum(16 * n for n in numels)
     elif cfg.training.optimizer == "adafactor":
         moments = adafactor_state_bytes([tuple(p.shape) for p in trainable], first_moment=cfg.training.adafactor_beta1)
+    elif cfg.training.optimizer == "came":
+        moments = came_state_bytes([tuple(p.shape) for p in trainable])
     else:
         moments = adam_moment_bytes(numels, eight_bit=cfg.training.use_8bit_adam)
     return {
@@ -796,6 +798,18 @@ def adafactor_state_bytes(shapes: list[tuple[int, ...]], *, first_moment: float 
         numel = math.prod(shape)
         second = math.prod(shape[:-1]) + math.prod(shape[:-2] + shape[-1:]) if len(shape) >= 2 else numel
         total += 4 * second + 8 + 4 + (4 * numel if first_moment is not None else 0)
+    return total
+
+
+def came_state_bytes(shapes: list[tuple[int, ...]]) -> int:
+    """CAME's state for trainable tensors of ``shapes`` (training/came.py), fp32: a first moment of each tensor's
+    size; a matrix's second moments and its instabilities each factored into a row and a column (a 1-D tensor keeps
+    a full second moment and no instability); a float64 step count."""
+    total = 0
+    for shape in shapes:
+        numel = math.prod(shape)
+        factored = math.prod(shape[:-1]) + math.prod(shape[:-2] + shape[-1:]) if len(shape) >= 2 else 0
+        total += 4 * numel + (4 * 2 * factored if factored else 4 * numel) + 8
     return total
 
 
