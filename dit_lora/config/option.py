@@ -195,7 +195,7 @@ class FamilyOptions:
 class OptimizerNames(Sequence):
     """``--optimizer``'s choices, read in any case (diffusers' examples take ``AdamW`` and ``prodigy``)."""
 
-    NAMES = ("adamw", "prodigy", "adafactor")
+    NAMES = ("adamw", "prodigy", "adafactor", "came")
 
     def canonical(self, value: str) -> str:
         """``AdamW`` as ``adamw``, ``Prodigy`` as ``prodigy``; any other value as it is (then refused by name)."""

@@ -568,28 +568,23 @@ RESERVED_NAMES = ("pytorch_lora_weights", "adapter_model", "dit_lora_backbone")
 
 
 def _check_optimizer(cfg: TrainConfig) -> None:
-    """--optimizer prodigy or adafactor takes neither bitsandbytes' 8-bit AdamW nor fp16's gradient scaler (which
-    steps an optimizer by reading its inf check on the host); the --prodigy_* and --adafactor_* options need their
-    optimizer (never accepted and then ignored)."""
+    """--optimizer prodigy, adafactor or came takes neither bitsandbytes' 8-bit AdamW nor fp16's gradient scaler
+    (which steps an optimizer by reading its inf check on the host); the --prodigy_*, --adafactor_* and --came_*
+    options need their optimizer, and the --adam_* options an optimizer that reads them (never accepted and then
+    ignored)."""
     name = cfg.training.optimizer
     for owner, options in OPTIMIZER_OPTIONS.items():
         given = [f"--{o}" for o in options if cfg.is_set(o)]
         if owner != name and given:
             raise UserError(
-                f"{', '.join(given)} set{'s' if len(given) == 1 else ''} {owner.title()}, but the optimizer is "
-                f"{name}, which never reads {'it' if len(given) == 1 else 'them'}. Add --optimizer {owner}, or drop "
+                f"{', '.join(given)} set{'s' if len(given) == 1 else ''} {OPTIMIZER_TITLES[owner]}, but the optimizer "
+                f"is {name}, which never reads {'it' if len(given) == 1 else 'them'}. Add --optimizer {owner}, or drop "
                 f"{'the option' if len(given) == 1 else 'them'}."
             )
     if name == "adamw":
         return
-    adam = [f"--{o}" for o in ("adam_beta1", "adam_beta2", "adam_epsilon") if cfg.is_set(o)]
-    if name == "adafactor" and adam:
-        raise UserError(
-            f"{', '.join(adam)} with --optimizer adafactor: Adafactor has no Adam betas or epsilon (of the --adam_* "
-            "options it reads only --adam_weight_decay). Drop them; --adafactor_beta1 gives it a first moment, "
-            "--adafactor_decay_rate sets how its second moments decay."
-        )
-    title = {"prodigy": "Prodigy", "adafactor": "Adafactor"}[name]
+    _check_adam_options(cfg, name)
+    title = OPTIMIZER_TITLES[name]
     if cfg.training.use_8bit_adam:
         raise UserError(
             f"--use_8bit_adam and --optimizer {name} ask for two optimizers: --use_8bit_adam is bitsandbytes' 8-bit "
@@ -602,11 +597,33 @@ def _check_optimizer(cfg: TrainConfig) -> None:
         )
 
 
+def _check_adam_options(cfg: TrainConfig, name: str) -> None:
+    """Adafactor reads none of --adam_beta1, --adam_beta2 and --adam_epsilon, CAME no --adam_epsilon (its two are
+    its own): given, they are refused."""
+    unread = {"adafactor": ("adam_beta1", "adam_beta2", "adam_epsilon"), "came": ("adam_epsilon",)}.get(name, ())
+    adam = [f"--{o}" for o in unread if cfg.is_set(o)]
+    if name == "adafactor" and adam:
+        raise UserError(
+            f"{', '.join(adam)} with --optimizer adafactor: Adafactor has no Adam betas or epsilon (of the --adam_* "
+            "options it reads only --adam_weight_decay). Drop them; --adafactor_beta1 gives it a first moment, "
+            "--adafactor_decay_rate sets how its second moments decay."
+        )
+    if name == "came" and adam:
+        raise UserError(
+            "--adam_epsilon with --optimizer came: CAME has no Adam epsilon; its two floors (1e-30 under the "
+            "squared gradients, 1e-16 under the instability) are came-pytorch's defaults, not options. Drop it; "
+            "--adam_beta1, --adam_beta2 and --came_beta3 are its betas."
+        )
+
+
 #: the options only one --optimizer reads
 OPTIMIZER_OPTIONS = {
     "prodigy": ("prodigy_beta3", "prodigy_decouple", "prodigy_use_bias_correction", "prodigy_safeguard_warmup"),
     "adafactor": ("adafactor_scale_parameter", "adafactor_beta1", "adafactor_clip_threshold", "adafactor_decay_rate"),
+    "came": ("came_beta3", "came_clip_threshold"),
 }
+#: each --optimizer's name in messages
+OPTIMIZER_TITLES = {"adamw": "AdamW", "prodigy": "Prodigy", "adafactor": "Adafactor", "came": "CAME"}
 
 
 def check_output_name(name: str | None) -> None:

@@ -87,15 +87,17 @@ class TrainingOptions:
         "adamw",
         "The optimizer: `adamw` (torch's fused AdamW; --use_8bit_adam for bitsandbytes' 8-bit one), `prodigy` "
         "(Prodigy, which estimates its own step size: --learning_rate is its multiplier, 1.0 as diffusers' examples "
-        "advise; the --adam_* options are its betas, epsilon and weight decay) or `adafactor` (transformers' "
+        "advise; the --adam_* options are its betas, epsilon and weight decay), `adafactor` (transformers' "
         "Adafactor with a fixed learning rate, as sd-scripts, ai-toolkit and SimpleTuner configure it for a LoRA: "
         "--learning_rate and its schedule, --adam_weight_decay its weight decay (1e-4 unless set: transformers' and "
-        "sd-scripts' default is 0), the --adafactor_* options). "
-        "dit-lora's Prodigy and Adafactor are those packages' updates with their counts and estimates kept on the "
-        "device, so the guard skips a step without a host sync (the packages read them back every step); Prodigy "
-        "keeps four fp32 values per trained weight (AdamW: two), Adafactor a row and a column per weight matrix "
-        "(and one value per weight with --adafactor_beta1). Written `AdamW` or `Prodigy` as diffusers' examples "
-        "take them.",
+        "sd-scripts' default is 0), the --adafactor_* options) or `came` (came-pytorch's CAME, as OneTrainer offers "
+        "it: --learning_rate and its schedule, --adam_beta1 and --adam_beta2 its first two betas, --came_beta3 its "
+        "third, --adam_weight_decay its weight decay (1e-4 unless set: came-pytorch's default is 0, OneTrainer's "
+        "1e-2)). dit-lora's Prodigy, Adafactor and CAME are those packages' updates with their counts and estimates "
+        "kept on the device, so the guard skips a step without a host sync (the packages read them back every "
+        "step); Prodigy keeps four fp32 values per trained weight (AdamW: two), Adafactor a row and a column per "
+        "weight matrix (and one value per weight with --adafactor_beta1), CAME one value per weight and two rows "
+        "and two columns per weight matrix. Written `AdamW` or `Prodigy` as diffusers' examples take them.",
         choices=OptimizerNames(),
         section="training",
         resume="fixed",
@@ -141,6 +143,16 @@ class TrainingOptions:
         "Adafactor: its second moments decay by 1 - step ** this (transformers' `decay_rate`).",
         section="training",
         valid=Range(-1, 0, high_open=True, why="a negative power of the step"),
+    )
+    came_beta3: float = opt(
+        0.9999,
+        "CAME: the decay of its instability's running average, the confidence that scales each step (came-pytorch's "
+        "third beta; its first two are --adam_beta1 and --adam_beta2).",
+        section="training",
+        valid=Range(0, 1, high_open=True, why="a decay rate of the instability's average"),
+    )
+    came_clip_threshold: float = opt(
+        1.0, "CAME: clip each update's root mean square to this.", section="training", valid=POSITIVE
     )
     use_8bit_adam: bool = opt(
         False,

@@ -68,6 +68,11 @@ def check_options(cfg: TrainConfig) -> None:
             "--optimizer adafactor (its factored moments are means over whole rows and columns, not verified on "
             "DTensor shards: use adamw)"
         )
+    if cfg.training.optimizer == "came":
+        clashes.append(
+            "--optimizer came (its factored moments and instabilities are means over whole rows and columns, not "
+            "verified on DTensor shards: use adamw)"
+        )
     if cfg.training.mixed_precision == "fp16":
         clashes.append(
             "--mixed_precision fp16 (its gradient scaler is not verified on sharded gradients: use bf16, or no)"

@@ -21,9 +21,9 @@ class _AdamOptions(TypedDict):
 def make_optimizer(
     training: TrainingOptions, groups: list[dict], device: torch.device
 ) -> tuple[torch.optim.Optimizer, bool]:
-    """AdamW (fused where the device supports it), bitsandbytes' 8-bit AdamW, Prodigy or Adafactor, as the run's
-    ``training`` section (``cfg.training``: --optimizer, the --adam_*, --prodigy_* and --adafactor_* options,
-    --use_8bit_adam) says; returns
+    """AdamW (fused where the device supports it), bitsandbytes' 8-bit AdamW, Prodigy, Adafactor or CAME, as the
+    run's ``training`` section (``cfg.training``: --optimizer, the --adam_*, --prodigy_*, --adafactor_* and --came_*
+    options, --use_8bit_adam) says; returns
     (optimizer, whether the guard skips its step on the device)."""
     kwargs = _AdamOptions(
         betas=(training.adam_beta1, training.adam_beta2),
@@ -44,6 +44,16 @@ def make_optimizer(
             beta1=training.adafactor_beta1,
             weight_decay=training.adam_weight_decay,
             scale_parameter=training.adafactor_scale_parameter,
+        ), True
+    if training.optimizer == "came":  # the same interface (training/came.py)
+        from dit_lora.training.came import DeviceCAME
+
+        return DeviceCAME(
+            groups,
+            lr=training.learning_rate,
+            clip_threshold=training.came_clip_threshold,
+            betas=(training.adam_beta1, training.adam_beta2, training.came_beta3),
+            weight_decay=training.adam_weight_decay,
         ), True
     if training.use_8bit_adam:
         try:

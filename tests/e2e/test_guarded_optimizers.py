@@ -1,7 +1,7 @@
-"""The optimizers the guard skips on the device (issue 49), ``--optimizer prodigy`` and ``--optimizer adafactor``, keep
-its promise: a drilled NaN step changes no weight and no part of the optimizer's state (moments, counts, Prodigy's
-estimate), every step runs under the host-sync audit, and a run resumed from its checkpoint ends bitwise equal to the
-uninterrupted one."""
+"""The optimizers the guard skips on the device (issue 49), ``--optimizer prodigy``, ``adafactor`` and ``came``, keep
+its promise: a drilled NaN step changes no weight and no part of the optimizer's state (moments, CAME's
+instabilities, counts, Prodigy's estimate), every step runs under the host-sync audit, and a run resumed from its
+checkpoint ends bitwise equal to the uninterrupted one."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from helpers import train_in_process
 DRILLED = dict(max_train_steps=4, inject_faults="nan_loss@2", checkpointing_steps=2, checkpoints_total_limit=3,
                lr_warmup_steps=0, lr_scheduler="constant")
 #: each optimizer's flags: diffusers' examples' Prodigy (learning rate 1.0: Prodigy's multiplier); Adafactor as the
-#: LoRA trainers set it, with a first moment (so every kind of its state is drilled)
+#: LoRA trainers set it, with a first moment (so every kind of its state is drilled); CAME with OneTrainer's weight
+#: decay
 OPTIMIZERS = {"prodigy": dict(optimizer="Prodigy", learning_rate=1.0),
-              "adafactor": dict(optimizer="adafactor", learning_rate=1e-3, adafactor_beta1=0.9)}
+              "adafactor": dict(optimizer="adafactor", learning_rate=1e-3, adafactor_beta1=0.9),
+              "came": dict(optimizer="CAME", learning_rate=1e-3, adam_weight_decay=1e-2)}
 
 
 def _record(states):
@@ -34,7 +36,8 @@ def _record(states):
 
 
 def _counts(state: dict) -> set[float]:
-    """The optimizer's update counts in a recorded state: Prodigy's ``k``, Adafactor's per-weight ``step``."""
+    """The optimizer's update counts in a recorded state: Prodigy's ``k``, Adafactor's and CAME's per-weight
+    ``step``."""
     return {v.item() for k, v in state.items() if k == "k" or k.endswith(".step")}
 
 
@@ -55,6 +58,8 @@ def test_a_nan_step_is_skipped_whole_nothing_syncs_and_a_resume_is_bitwise(name,
     assert _counts(states[4]["state"]) == {3.0}  # four updates, one skipped
     if name == "prodigy":
         assert states[4]["state"]["d_numerator"].item() != 0  # estimating
+    if name == "came":  # the instabilities, CAME's own state, moved and were drilled
+        assert any(k.endswith(".exp_avg_res_row") and states[4]["state"][k].any() for k in states[4]["state"])
 
     resumed_out = tmp_path / "resumed" / "out"
     resumed_out.mkdir(parents=True)
@@ -95,3 +100,11 @@ def test_an_optimizers_own_options_need_that_optimizer():
         parse_config([*base, "--optimizer", "adafactor", "--adam_beta1", "0.8", "--adam_epsilon", "1e-6"])
     cfg = parse_config([*base, "--optimizer", "Adafactor", "--adafactor_beta1", "0.9"])
     assert (cfg.training.optimizer, cfg.training.adafactor_beta1) == ("adafactor", 0.9)
+    with pytest.raises(UserError, match=r"--came_beta3 sets CAME, but the optimizer is prodigy"):
+        parse_config([*base, "--optimizer", "prodigy", "--came_beta3", "0.999"])
+    with pytest.raises(UserError, match=r"--adam_epsilon with --optimizer came: CAME has no Adam epsilon"):
+        parse_config([*base, "--optimizer", "came", "--adam_epsilon", "1e-6"])
+    cfg = parse_config([*base, "--optimizer", "CAME", "--adam_beta1", "0.8", "--came_beta3", "0.999",
+                        "--came_clip_threshold", "0.5"])
+    assert cfg.training.optimizer == "came"
+    assert (cfg.training.adam_beta1, cfg.training.came_beta3, cfg.training.came_clip_threshold) == (0.8, 0.999, 0.5)

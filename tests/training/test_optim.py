@@ -116,3 +116,16 @@ def test_adafactor_is_the_device_side_one_with_its_options_and_skipped_on_the_de
     assert opt.defaults["lr"] == 3e-4 and group["lr"] == 0.1  # a group keeps its own (LoRA+, a backbone)
     assert group["beta1"] == 0.9 and group["scale_parameter"]
     assert group["clip_threshold"] == 0.5 and group["decay_rate"] == -0.7 and group["weight_decay"] == 0.01
+
+
+def test_came_is_the_device_side_one_with_the_adam_betas_and_skipped_on_the_device():
+    from dit_lora.training.came import DeviceCAME
+
+    opt, device_skip = optim.make_optimizer(
+        _cfg(optimizer="came", learning_rate=3e-4, came_beta3=0.999, came_clip_threshold=0.5), _groups(),
+        torch.device("cpu"))
+    assert isinstance(opt, DeviceCAME) and device_skip
+    group = opt.param_groups[0]
+    assert opt.defaults["lr"] == 3e-4 and group["lr"] == 0.1  # a group keeps its own (LoRA+, a backbone)
+    assert group["betas"] == (0.8, 0.95, 0.999) and group["eps"] == (1e-30, 1e-16)  # came-pytorch's floors
+    assert group["clip_threshold"] == 0.5 and group["weight_decay"] == 0.01
