@@ -96,35 +96,33 @@ class DeviceCAME(torch.optim.Optimizer):
         keep, kept = keeps
         beta1, beta2, beta3 = group["betas"]
         grad = p.grad.float() if p.grad.dtype in (torch.float16, torch.bfloat16) else p.grad
-        # a skipped step's gradient may be NaN, Inf or finite but squaring to Inf (unclipped): x 0 it would not be
-        # 0, so it reads as zeros; a kept step's is the run's own (NaN stays NaN without the guard, as in AdamW)
-        grad = torch.where(kept, grad, 0.0)
         state = self._state(p, grad)
         master = p.float() if p.dtype in (torch.float16, torch.bfloat16) else p
-        # each increment x keep (x 1 is exact, so a kept step is came-pytorch's to the bit), each decay 1 when skipped
+        # A skipped step's gradient may be NaN, Inf or finite but squaring to Inf (unclipped): what it feeds is
+        # zeroed by where (x 0 would leave NaN), on the row and column means, then on the update (one pass of the
+        # weight's size); a kept step's values pass unchanged (NaN stays NaN without the guard, as in AdamW), so
+        # it is came-pytorch's step to the bit. Each decay is 1 when skipped.
         squared = grad**2 + group["eps"][0]
         if "exp_avg_sq_row" in state:
-            row, col = _decayed(state, "exp_avg_sq", squared, decays[1], keep, 1 - beta2)
+            row, col = _decayed(state, "exp_avg_sq", squared, decays[1], kept, 1 - beta2)
             update = _approx(row, col).mul_(grad)
         else:
             second = state["exp_avg_sq"]
-            second.mul_(decays[1]).add_(squared * keep, alpha=1 - beta2)
+            second.mul_(decays[1]).add_(torch.where(kept, squared, 0.0), alpha=1 - beta2)
             update = second.rsqrt().mul_(grad)
         update.div_((_rms(update) / group["clip_threshold"]).clamp_(min=1.0))
-        # where, not x keep: a first step skipped has empty second moments, and its update 0/0
-        update = torch.where(kept, update, 0.0)
+        update = torch.where(kept, update, 0.0)  # also a first step skipped: its second moments empty, 0/0
         first = state["exp_avg"]
         first.mul_(decays[0]).add_(update, alpha=1 - beta1)
         if "exp_avg_res_row" in state:  # the confidence: the instability's factored average scales the first moment
             instability = (update - first) ** 2 + group["eps"][1]
-            row, col = _decayed(state, "exp_avg_res", instability, decays[2], keep, 1 - beta3)
-            update = _approx(row, col).mul_(first)
+            row, col = _decayed(state, "exp_avg_res", instability, decays[2], kept, 1 - beta3)
+            update = _approx(row, col, kept).mul_(first)  # 0 when skipped (first step: empty instabilities, 0/0)
         else:
-            update = first.clone()
+            update = first * keep
         if group["weight_decay"] != 0:
             master.addcmul_(master, -group["weight_decay"] * lr * keep)  # came-pytorch's p + (-wd lr) p, to the bit
-        # where again: a first step skipped has empty instabilities too
-        master.sub_(torch.where(kept, update.mul_(lr), 0.0))
+        master.sub_(update.mul_(lr))
         if master is not p:
             p.copy_(master)
         state["step"] = state["step"] + keep
@@ -137,20 +135,24 @@ def _group_scalars(group: dict, device: torch.device, kept: torch.Tensor) -> tup
     return decays, torch.as_tensor(group["lr"], device=device, dtype=torch.float64)
 
 
-def _decayed(state: dict, name: str, value: torch.Tensor, decay, keep, rate: float):
+def _decayed(state: dict, name: str, value: torch.Tensor, decay, kept, rate: float):
     """``state``'s factored running average ``name`` (its ``_row`` and ``_col``) of ``value``'s row and column means,
-    decayed by ``decay`` and moved by ``rate`` x ``keep`` of them, in place; returns (row, column)."""
+    decayed by ``decay`` and moved by ``rate`` of them (of zeros when ``kept`` is False), in place; returns (row,
+    column)."""
     row, col = state[f"{name}_row"], state[f"{name}_col"]
-    row.mul_(decay).add_(value.mean(dim=-1) * keep, alpha=rate)
-    col.mul_(decay).add_(value.mean(dim=-2) * keep, alpha=rate)
+    row.mul_(decay).add_(torch.where(kept, value.mean(dim=-1), 0.0), alpha=rate)
+    col.mul_(decay).add_(torch.where(kept, value.mean(dim=-2), 0.0), alpha=rate)
     return row, col
 
 
-def _approx(row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+def _approx(row: torch.Tensor, col: torch.Tensor, kept: torch.Tensor | None = None) -> torch.Tensor:
     """The reciprocal square root of the full average that ``row`` and ``col`` factor, as came-pytorch (and
-    Adafactor) approximate it."""
+    Adafactor) approximate it; zeros when ``kept`` is False (each factor zeroed: they are a row and a column)."""
     r_factor = (row / row.mean(dim=-1, keepdim=True)).rsqrt_().unsqueeze(-1)
-    return torch.mul(r_factor, col.unsqueeze(-2).rsqrt())
+    c_factor = col.unsqueeze(-2).rsqrt()
+    if kept is not None:
+        r_factor, c_factor = torch.where(kept, r_factor, 0.0), torch.where(kept, c_factor, 0.0)
+    return torch.mul(r_factor, c_factor)
 
 
 def _rms(tensor: torch.Tensor) -> torch.Tensor:
