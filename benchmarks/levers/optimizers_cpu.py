@@ -7,8 +7,9 @@ Parameters shaped as a LoRA (rank 16 and 32 on the attention projections: the Sa
 320 wide, 5 blocks, 8 projections a block; and 40 blocks of a 3,072-wide model), fp32 (dit-lora's masters), random
 gradients. Each optimizer steps with the guard's interface (``found_inf`` 0, a device learning rate where it takes
 one); ``prodigyopt.Prodigy`` (diffusers' examples' optimizer, which reads its estimate on the host every step) is
-timed beside dit-lora's device-side Prodigy, and transformers' ``Adafactor`` (fixed learning rate, as the LoRA
-trainers set it) beside dit-lora's device-side Adafactor, for reference. Reported per optimizer: the median CPU time of one
+timed beside dit-lora's device-side Prodigy, transformers' ``Adafactor`` (fixed learning rate, as the LoRA
+trainers set it) beside dit-lora's device-side Adafactor, and ``came_pytorch.CAME`` beside dit-lora's device-side
+CAME, for reference. Reported per optimizer: the median CPU time of one
 update over ``--steps`` (after 3 warm-up updates), the state it keeps (bytes of its tensors) and that per trained
 weight. ``--device cuda`` on a GPU: wall time of each update, the device synchronised around it.
 """
@@ -16,6 +17,7 @@ weight. ``--device cuda`` on a GPU: wall time of each update, the device synchro
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import time
@@ -55,6 +57,17 @@ def make(name: str, params, device: str = "cpu"):
         for group in opt.param_groups:
             group["lr"] = torch.tensor(1e-4, device=device)
         return opt, True
+    if name == "came (dit-lora)":
+        from dit_lora.training.came import DeviceCAME
+
+        opt = DeviceCAME(params, lr=1e-4, weight_decay=1e-4)
+        for group in opt.param_groups:
+            group["lr"] = torch.tensor(1e-4, device=device)
+        return opt, True
+    if name == "came (came-pytorch)":
+        from came_pytorch import CAME
+
+        return CAME(params, lr=1e-4, weight_decay=1e-4), False
     if name == "adafactor (transformers)":
         from transformers.optimization import Adafactor
 
@@ -109,13 +122,14 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU (wall time, synchronised)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    names = ["adamw (fused)", "prodigy (dit-lora)", "adafactor (dit-lora)", "adafactor (transformers)"]
-    try:  # the reference: the dev extra here; .whl/ on a lent GPU machine
-        import prodigyopt  # noqa: F401
-
-        names.append("prodigy (prodigyopt)")
-    except ImportError:
-        print("prodigyopt is not installed: its row is left out")
+    names = ["adamw (fused)", "prodigy (dit-lora)", "adafactor (dit-lora)", "adafactor (transformers)",
+             "came (dit-lora)"]
+    for package, name in (("prodigyopt", "prodigy (prodigyopt)"), ("came_pytorch", "came (came-pytorch)")):
+        try:  # the references: the dev extra here; .whl/ on a lent GPU machine
+            importlib.import_module(package)
+            names.append(name)
+        except ImportError:
+            print(f"{package} is not installed: its row is left out")
     rows = [time_updates(name, shape, args.steps, args.device) for shape in SHAPES for name in names]
     base = {r["shape"]: r["step_cpu_s"] for r in rows if r["optimizer"] == "adamw (fused)"}
     print("| weights | optimizer | step CPU ms | vs AdamW | state | bytes/weight |\n|---|---|---:|---:|---:|---:|")
