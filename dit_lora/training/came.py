@@ -3,11 +3,11 @@ it, its counts on the device, so the guard can skip a step without asking the ho
 
 came-pytorch (the CAME OneTrainer offers, and sd-scripts' ``--optimizer_type came_pytorch.CAME``) keeps each
 parameter's step count as a Python integer and steps every parameter it is given: a guarded run could neither skip
-its step without a sync nor undo its count. This is the same update, tested equal to came-pytorch's step for step (tests/training/test_came.py): the
-learning rate is the run's (``--learning_rate`` and its schedule, a device tensor the guard sets), each parameter's
-``step`` a device tensor. It takes the fused AdamW interface the guard drives
-(:meth:`~dit_lora.training.guard.StepGuard.optimizer_step`): ``found_inf`` set to 1 makes the step change nothing
-(parameters, first moment, factored second moments and instabilities, counts).
+its step without a sync nor undo its count. This is the same update, tested equal to came-pytorch's to the bit, step
+for step, on a CPU (tests/training/test_came.py): the learning rate is the run's (``--learning_rate`` and its
+schedule, a device tensor the guard sets), each parameter's ``step`` a device tensor. It takes the fused AdamW
+interface the guard drives (:meth:`~dit_lora.training.guard.StepGuard.optimizer_step`): ``found_inf`` set to 1 makes
+the step change nothing (parameters, first moment, factored second moments and instabilities, counts).
 
 CAME is Adafactor's factored second moment with a first moment, and a second factored estimate, of the instability
 (how far each update is from the first moment), that scales the first moment into the step: a 2-D weight of shape
