@@ -38,10 +38,8 @@ MUSUBI_IGNORED = {
     "batch_size": "the batch size is the run's --train_batch_size",
     "bucket_no_upscale": "images and clips are resized to cover their bucket (no no-upscale mode)",
     "cache_directory": "one latent cache for the run, keyed by content (--cache_dir)",
-    "frame_stride": "each clip gives one sample of its bucket's frames (--frame_sampling)",
-    "frame_sample": "each clip gives one sample of its bucket's frames (--frame_sampling)",
-    "max_frames": "each clip gives one sample of its bucket's frames (--frame_sampling)",
-    "source_fps": "clips are read at their own frame rate",
+    "source_fps": "clips are read at their own frame rate (musubi-tuner drops frames to reach the model's)",
+    "target_fps": "clips are read at their own frame rate (musubi-tuner drops frames to reach it)",
     "class_tokens": "a file without a caption is left out and named (instance_prompt captions every file)",
     "flip_aug": "flips hold for the whole run: --random_flip",
     "keep_tokens": "captions are not shuffled",
@@ -132,9 +130,9 @@ def translate(
     theirs = {k: v for k, v in entry.items() if k not in kept}
     try:
         if flavour == MUSUBI:
-            sets = [_musubi(theirs, video=video, where=where)]
+            sets = [_musubi(theirs, video=video, where=where, sampling="frame_sampling" not in kept)]
             notes = _ignored(theirs, MUSUBI_IGNORED, MUSUBI_MAPPED, where)
-            notes += _musubi_dropped(theirs, video=video)
+            notes += _musubi_dropped(theirs, video=video, where=where)
         else:
             sets = _ai_toolkit(theirs, video=video)
             notes = _ignored(theirs, AI_TOOLKIT_IGNORED, AI_TOOLKIT_MAPPED, where)
@@ -152,16 +150,52 @@ def translate(
     return sets, notes
 
 
-def _musubi_dropped(entry: dict[str, Any], *, video: bool) -> list[str]:
-    """What a musubi-tuner set asks that its translation cannot give (said, never silently dropped)."""
-    notes = []
-    extraction = entry.get("frame_extraction")
-    if extraction is not None and extraction not in ("head", "uniform"):
-        notes.append(
-            f"`frame_extraction = {extraction!r}` (each clip gives one sample of its bucket's frames, spread over the "
-            "clip: --frame_sampling uniform)"
+#: musubi-tuner's ``frame_extraction`` values: each takes runs of consecutive frames (its docs' diagrams)
+EXTRACTIONS = ("head", "chunk", "slide", "uniform", "full")
+#: musubi-tuner's ``max_frames`` when a set gives none (``VideoDatasetParams``)
+MUSUBI_MAX_FRAMES = 129
+
+
+def _extraction(entry: dict[str, Any], where: str) -> str:
+    """The set's ``frame_extraction`` (musubi-tuner's default ``head``; ``uniform`` of one sample is ``head`` there
+    too), refused in one paragraph when it is none of :data:`EXTRACTIONS`."""
+    extraction = entry.get("frame_extraction", "head")
+    if extraction not in EXTRACTIONS:
+        raise UserError(
+            f"{where} gives `frame_extraction = {extraction!r}`, which musubi-tuner does not take: give one of "
+            f"{', '.join(repr(e) for e in EXTRACTIONS)}."
         )
-    if "target_frames" in entry and not (video and isinstance(entry.get("resolution"), list)):
+    if extraction == "uniform" and int(entry.get("frame_sample", 1)) == 1:
+        return "head"  # musubi-tuner's own rule: one uniform sample is the head
+    return str(extraction)
+
+
+def _musubi_dropped(entry: dict[str, Any], *, video: bool, where: str) -> list[str]:
+    """What a musubi-tuner set asks that its translation cannot give (said, never silently dropped)."""
+    frame_keys = [k for k in ("frame_extraction", "frame_stride", "frame_sample", "max_frames") if k in entry]
+    if not video:
+        return [f"`{k}` (an image family reads no clips)" for k in frame_keys]
+    notes = []
+    extraction = _extraction(entry, where) if "video_directory" in entry or "frame_extraction" in entry else "head"
+    one = "dit-lora trains one run per clip, its first frames (--frame_sampling first), at the clip's own speed"
+    if extraction == "chunk":
+        notes.append(f"`frame_extraction = 'chunk'` (musubi-tuner trains every run of N consecutive frames; {one})")
+    elif extraction == "slide":
+        stride = entry.get("frame_stride", 1)
+        notes.append(
+            f"`frame_extraction = 'slide'` with `frame_stride = {stride}` (musubi-tuner trains a run of N consecutive "
+            f"frames starting every {stride} frame(s); {one})"
+        )
+    elif extraction == "uniform":
+        count = entry.get("frame_sample")
+        notes.append(
+            f"`frame_extraction = 'uniform'` with `frame_sample = {count}` (musubi-tuner trains {count} runs of N "
+            f"consecutive frames spread over each clip; {one})"
+        )
+    if extraction == "full":
+        if not isinstance(entry.get("resolution"), list):
+            notes.append("`frame_extraction = 'full'` (its frame buckets need `resolution = [W, H]`)")
+    elif "target_frames" in entry and not isinstance(entry.get("resolution"), list):
         notes.append("`target_frames` (frame buckets need a video family and `resolution = [W, H]`)")
     elif isinstance(entry.get("target_frames"), list) and len(entry["target_frames"]) > 1:
         notes.append(
@@ -184,6 +218,9 @@ MUSUBI_MAPPED = frozenset(
         "target_frames",
         "enable_bucket",
         "frame_extraction",
+        "frame_stride",
+        "frame_sample",
+        "max_frames",
         "is_reg",
     }
 )
@@ -204,7 +241,9 @@ def _ignored(entry: dict[str, Any], table: dict[str, str], mapped: frozenset[str
     return [f"`{k}` ({table.get(k, 'no counterpart in dit-lora')})" for k in entry if k not in mapped or k in table]
 
 
-def _musubi(entry: dict[str, Any], *, video: bool, where: str) -> dict[str, Any]:
+def _musubi(entry: dict[str, Any], *, video: bool, where: str, sampling: bool = True) -> dict[str, Any]:
+    """A musubi-tuner set as dit-lora's set options; ``sampling=False``: the set gives its own ``frame_sampling``
+    (then only an explicit ``frame_extraction`` sets it, which the caller refuses beside it)."""
     out: dict[str, Any] = {}
     for key in ("image_directory", "video_directory", "image_dir"):
         if entry.get(key):
@@ -214,27 +253,39 @@ def _musubi(entry: dict[str, Any], *, video: bool, where: str) -> dict[str, Any]
             out[key] = entry[key]
     if "num_repeats" in entry:
         out["repeats"] = entry["num_repeats"]
+    out.update(_musubi_sizes(entry, video=video, where=where))
+    clips = video and ("video_directory" in entry or "frame_extraction" in entry)
+    if clips and (sampling or "frame_extraction" in entry):
+        # every extraction takes runs of consecutive frames (the clip's own speed): dit-lora's `first`
+        out["frame_sampling"] = "first"
+    return out
+
+
+def _musubi_sizes(entry: dict[str, Any], *, video: bool, where: str) -> dict[str, Any]:
+    """A musubi-tuner set's ``resolution = [W, H]`` (and, for clips, ``target_frames`` or ``full`` extraction's
+    lengths) as dit-lora's size options."""
+    out: dict[str, Any] = {}
     size = entry.get("resolution")
-    if isinstance(size, list):
-        if len(size) != 2:
-            raise UserError(f"{where}: musubi-tuner's `resolution` is `[width, height]`, got {size!r}.")
-        width, height = (int(v) for v in size)
-        if video and "target_frames" in entry:  # the buckets carry frames and size
-            frames = entry["target_frames"]
-            frames = frames if isinstance(frames, list) else [frames]
-            out["frame_buckets"] = ",".join(f"{int(f)}x{height}x{width}" for f in frames)
-        elif video:
-            out["width"], out["height"] = width, height
-        elif entry.get("enable_bucket"):  # buckets of about width x height pixels
-            out["resolution"] = width if width == height else 16 * round(math.sqrt(width * height) / 16)
-        else:  # every image cropped to that size
-            out["aspect_buckets"] = f"{width}x{height}"
-            out["resolution"] = max(width, height)
-    elif size is not None:
-        out["resolution"] = size
-    extraction = entry.get("frame_extraction")
-    if extraction in ("head", "uniform"):
-        out["frame_sampling"] = "first" if extraction == "head" else "uniform"
+    if not isinstance(size, list):
+        return {} if size is None else {"resolution": size}
+    if len(size) != 2:
+        raise UserError(f"{where}: musubi-tuner's `resolution` is `[width, height]`, got {size!r}.")
+    width, height = (int(v) for v in size)
+    full = video and entry.get("frame_extraction") == "full"
+    if full:  # every clip at its own length, the most 4k+1 frames up to max_frames: a bucket per length
+        most = int(entry.get("max_frames", MUSUBI_MAX_FRAMES))
+        out["frame_buckets"] = ",".join(f"{f}x{height}x{width}" for f in range(1, most + 1, 4))
+    elif video and "target_frames" in entry:  # the buckets carry frames and size
+        frames = entry["target_frames"]
+        frames = frames if isinstance(frames, list) else [frames]
+        out["frame_buckets"] = ",".join(f"{int(f)}x{height}x{width}" for f in frames)
+    elif video:
+        out["width"], out["height"] = width, height
+    elif entry.get("enable_bucket"):  # buckets of about width x height pixels
+        out["resolution"] = width if width == height else 16 * round(math.sqrt(width * height) / 16)
+    else:  # every image cropped to that size
+        out["aspect_buckets"] = f"{width}x{height}"
+        out["resolution"] = max(width, height)
     return out
 
 

@@ -143,8 +143,9 @@ def test_what_musubi_tuners_frames_ask_and_cannot_get_is_said(tmp_path):
     path.write_text('[[datasets]]\nvideo_directory = "v"\nresolution = [64, 48]\ntarget_frames = [9]\n'
                     'frame_extraction = "chunk"\n[[datasets]]\nvideo_directory = "w"\ntarget_frames = [9]\n')
     read = read_dataset_config(path, video=True)
-    assert read.sets[0].options == {"train_data_dir": "v", "frame_buckets": "9x48x64"}  # no height/width beside
-    assert "`frame_extraction = 'chunk'`" in read.note and "`target_frames` (frame buckets need" in read.note
+    assert read.sets[0].options == {"train_data_dir": "v", "frame_buckets": "9x48x64", "frame_sampling": "first"}
+    assert "`frame_extraction = 'chunk'` (musubi-tuner trains every run" in read.note
+    assert "`target_frames` (frame buckets need" in read.note
     bad = tmp_path / "bad.toml"
     bad.write_text('[[datasets]]\nvideo_directory = "v"\nresolution = ["wide", 48]\n')
     with pytest.raises(UserError, match="not a whole number"):
@@ -168,3 +169,46 @@ def test_several_target_frames_are_buckets_and_said_so(tmp_path):
     read = read_dataset_config(path, video=True)
     assert read.sets[0].options["frame_buckets"] == "1x48x64,5x48x64,9x48x64"
     assert "musubi-tuner takes a sample of each count" in read.note
+
+
+def _clip_set(tmp_path, extra: str):
+    path = tmp_path / "clips.toml"
+    path.write_text(f'[[datasets]]\nvideo_directory = "v"\nresolution = [64, 48]\ntarget_frames = [9]\n{extra}')
+    return read_dataset_config(path, video=True)
+
+
+def test_musubi_tuners_uniform_takes_runs_of_consecutive_frames_at_the_clips_speed(tmp_path):
+    # musubi-tuner's uniform: `frame_sample` runs of N consecutive frames (its docs' diagram), never frames spread
+    # over the clip: dit-lora's `first` keeps the speed, and the runs it cannot give are named
+    read = _clip_set(tmp_path, 'frame_extraction = "uniform"\nframe_sample = 4\n')
+    assert read.sets[0].options["frame_sampling"] == "first"
+    assert "`frame_extraction = 'uniform'` with `frame_sample = 4` (musubi-tuner trains 4 runs" in read.note
+    assert "at the clip's own speed" in read.note
+
+
+@pytest.mark.parametrize("extra, said", [
+    ("", None),  # musubi-tuner's default is head
+    ('frame_extraction = "head"\n', None),
+    ('frame_extraction = "uniform"\n', None),  # one sample: musubi-tuner itself makes it head
+    ('frame_extraction = "chunk"\n', "`frame_extraction = 'chunk'`"),
+    ('frame_extraction = "slide"\nframe_stride = 10\n', "with `frame_stride = 10` (musubi-tuner trains a run"),
+])
+def test_every_musubi_extraction_keeps_the_clips_speed(tmp_path, extra, said):
+    read = _clip_set(tmp_path, extra)
+    assert read.sets[0].options == {"train_data_dir": "v", "frame_buckets": "9x48x64", "frame_sampling": "first"}
+    assert (said is None and (read.note is None or "frame_extraction" not in read.note)) or said in read.note
+
+
+def test_musubi_tuners_full_extraction_is_a_bucket_per_length(tmp_path):
+    read = _clip_set(tmp_path, 'frame_extraction = "full"\nmax_frames = 11\n')
+    assert read.sets[0].options["frame_buckets"] == "1x48x64,5x48x64,9x48x64"  # target_frames: unread, as there
+    assert read.sets[0].options["frame_sampling"] == "first" and read.note is None
+
+
+def test_an_unknown_extraction_is_refused_and_a_sets_own_sampling_is_kept(tmp_path):
+    with pytest.raises(UserError, match="`frame_extraction = 'unifrom'`, which musubi-tuner does not take"):
+        _clip_set(tmp_path, 'frame_extraction = "unifrom"\n')
+    read = _clip_set(tmp_path, 'frame_sampling = "uniform"\n')
+    assert read.sets[0].options["frame_sampling"] == "uniform"
+    with pytest.raises(UserError, match="gives `frame_sampling` and also musubi-tuner's key"):
+        _clip_set(tmp_path, 'frame_sampling = "uniform"\nframe_extraction = "head"\n')
