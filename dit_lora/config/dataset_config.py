@@ -213,6 +213,8 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
             "every set (they are normalised to sum to 1) or to none (then each set takes its share of the epoch's "
             "samples, repeats counted)."
         )
+    if ai_toolkit:
+        notes = peer_datasets.job_notes(data) + notes
     note = peer_datasets.ignored_paragraph(path, flavour, notes) if flavour else None
     return DatasetConfig(sets, flavour, note)
 

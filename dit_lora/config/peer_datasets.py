@@ -51,7 +51,7 @@ AI_TOOLKIT_IGNORED = {
     "default_caption": "a file without a caption is left out and named (instance_prompt captions every file)",
     "shuffle_tokens": "captions are not shuffled",
     "keep_tokens": "captions are not shuffled",
-    "token_dropout_rate": "captions are not shuffled",
+    "token_dropout_rate": "captions are read whole (no dropout of their comma-separated tokens)",
     "caption_dropout_rate": "caption dropout holds for the whole run: --caption_dropout_probability",
     "flip_x": "flips hold for the whole run: --random_flip",
     "flip_y": "no vertical flips",
@@ -62,7 +62,6 @@ AI_TOOLKIT_IGNORED = {
     "bucket_tolerance": "buckets step by the model's stride",
     "network_weight": "the adapter trains at its one strength",
     "num_workers": "the run's --dataloader_num_workers",
-    "shrink_video_to_frames": "frames are spread over the whole clip by default (--frame_sampling uniform)",
     "fps": "clips are read at their own frame rate",
     "do_i2v": "the family's task decides image-to-video",
     "do_t2v": "the family's task decides image-to-video",
@@ -134,10 +133,9 @@ def translate(
             notes = _ignored(theirs, MUSUBI_IGNORED, MUSUBI_MAPPED, where)
             notes += _musubi_dropped(theirs, video=video, where=where)
         else:
-            sets = _ai_toolkit(theirs, video=video)
+            sets = _ai_toolkit(theirs, video=video, sampling="frame_sampling" not in kept)
             notes = _ignored(theirs, AI_TOOLKIT_IGNORED, AI_TOOLKIT_MAPPED, where)
-            if video and "resolution" in theirs:
-                notes.append("`resolution` (clips take the checkpoint's size or --height/--width, or --frame_buckets)")
+            notes += _ai_toolkit_dropped(theirs, video=video)
     except (TypeError, ValueError):
         raise UserError(
             f"{where}: a size or frame count of this {flavour} set is not a whole number ({theirs!r}); fix the value."
@@ -172,10 +170,10 @@ def _extraction(entry: dict[str, Any], where: str) -> str:
 
 def _musubi_dropped(entry: dict[str, Any], *, video: bool, where: str) -> list[str]:
     """What a musubi-tuner set asks that its translation cannot give (said, never silently dropped)."""
-    frame_keys = [k for k in ("frame_extraction", "frame_stride", "frame_sample", "max_frames") if k in entry]
+    frame_keys = ("target_frames", "frame_extraction", "frame_stride", "frame_sample", "max_frames")
     if not video:
-        return [f"`{k}` (an image family reads no clips)" for k in frame_keys]
-    notes = []
+        return [f"`{k}` (an image family reads no clips)" for k in frame_keys if k in entry]
+    notes = _musubi_bucket_notes(entry)
     extraction = _extraction(entry, where) if "video_directory" in entry or "frame_extraction" in entry else "head"
     one = "dit-lora trains one run per clip, its first frames (--frame_sampling first), at the clip's own speed"
     if extraction == "chunk":
@@ -197,12 +195,36 @@ def _musubi_dropped(entry: dict[str, Any], *, video: bool, where: str) -> list[s
             notes.append("`frame_extraction = 'full'` (its frame buckets need `resolution = [W, H]`)")
     elif "target_frames" in entry and not isinstance(entry.get("resolution"), list):
         notes.append("`target_frames` (frame buckets need a video family and `resolution = [W, H]`)")
+    elif "video_directory" in entry and "target_frames" not in entry:
+        notes.append(
+            "`video_directory` without `target_frames` (musubi-tuner's default [1] trains one frame of each clip; "
+            "here its clips train at the run's frame count, --max_num_frames)"
+        )
     elif isinstance(entry.get("target_frames"), list) and len(entry["target_frames"]) > 1:
         notes.append(
             "`target_frames` with several counts (they are frame buckets: each clip trains once, in the bucket of the "
             "most frames it fills; musubi-tuner takes a sample of each count from every clip)"
         )
     return notes
+
+
+def _musubi_bucket_notes(entry: dict[str, Any]) -> list[str]:
+    """What ``enable_bucket`` asks of a clip set that dit-lora's video buckets do otherwise (said, never silent)."""
+    if not isinstance(entry.get("resolution"), list):
+        return []
+    width, height = entry["resolution"]
+    framed = "target_frames" in entry or entry.get("frame_extraction") == "full"
+    if framed and entry.get("enable_bucket"):
+        return [
+            f"`enable_bucket = true` beside `target_frames` (frame buckets have one size each: every clip is resized "
+            f"to cover {width} x {height} and centre-cropped; musubi-tuner buckets clips by aspect ratio)"
+        ]
+    if not framed and not entry.get("enable_bucket"):
+        return [
+            f"`enable_bucket = false` (images and clips take aspect buckets of about {width} x {height} pixels; "
+            f'musubi-tuner crops every one to that size: `frame_buckets = "FRAMESx{height}x{width}"` in the set does)'
+        ]
+    return []
 
 
 #: the keys each flavour's translation reads (any other key is named as left out)
@@ -225,7 +247,18 @@ MUSUBI_MAPPED = frozenset(
     }
 )
 AI_TOOLKIT_MAPPED = frozenset(
-    {"folder_path", "num_repeats", "loss_multiplier", "name", "is_reg", "caption_ext", "num_frames", "resolution"}
+    {
+        "folder_path",
+        "num_repeats",
+        "loss_multiplier",
+        "name",
+        "is_reg",
+        "caption_ext",
+        "num_frames",
+        "resolution",
+        "shrink_video_to_frames",
+        "trigger_word",
+    }
 )
 
 
@@ -289,7 +322,47 @@ def _musubi_sizes(entry: dict[str, Any], *, video: bool, where: str) -> dict[str
     return out
 
 
-def _ai_toolkit(entry: dict[str, Any], *, video: bool) -> list[dict[str, Any]]:
+def trigger_note(word: Any, where: str) -> str:
+    """The left-out note of ai-toolkit's ``trigger_word`` (a set's, or its job's for every set)."""
+    return (
+        f"`trigger_word: {word!r}`{where} (no counterpart: ai-toolkit writes it for `[trigger]` in the captions and "
+        "puts it before every caption that lacks it; dit-lora trains the captions as they are written: write it into "
+        "the caption files, or give every file one caption with `instance_prompt`)"
+    )
+
+
+def job_notes(data: dict[str, Any]) -> list[str]:
+    """What an ai-toolkit job gives its datasets from outside them that dit-lora leaves out: the process's
+    ``trigger_word`` (ai-toolkit's for every dataset without its own)."""
+    process = (data.get("config") or {}).get("process") if isinstance(data.get("config"), dict) else None
+    first = process[0] if isinstance(process, list) and process and isinstance(process[0], dict) else {}
+    word = first.get("trigger_word")
+    return [trigger_note(word, " of the job's process")] if word else []
+
+
+def _ai_toolkit_dropped(entry: dict[str, Any], *, video: bool) -> list[str]:
+    """What an ai-toolkit dataset asks that its translation cannot give (said, never silently dropped)."""
+    notes = [trigger_note(entry["trigger_word"], "")] if entry.get("trigger_word") else []
+    frames = entry.get("num_frames")
+    if frames is not None and not video:
+        notes.append(f"`num_frames: {frames}` (an image family reads no clips)")
+    elif video and frames is not None and int(frames) <= 1:
+        notes.append(
+            f"`num_frames: {frames}` (clips train at the run's frame count, --max_num_frames; images are one-frame "
+            "clips either way)"
+        )
+    if video and entry.get("shrink_video_to_frames") is False:
+        notes.append(
+            "`shrink_video_to_frames: false` (ai-toolkit then takes the frames at its `fps`; dit-lora spreads "
+            "`num_frames` over the whole clip: `frame_sampling: first` in the set takes consecutive frames instead)"
+        )
+    if video and "resolution" in entry:
+        notes.append("`resolution` (clips take the checkpoint's size or --height/--width, or --frame_buckets)")
+    return notes
+
+
+def _ai_toolkit(entry: dict[str, Any], *, video: bool, sampling: bool = True) -> list[dict[str, Any]]:
+    """An ai-toolkit dataset as dit-lora's set(s); ``sampling=False``: the set gives its own ``frame_sampling``."""
     out: dict[str, Any] = {}
     for theirs, ours in (
         ("folder_path", "train_data_dir"),
@@ -306,6 +379,8 @@ def _ai_toolkit(entry: dict[str, Any], *, video: bool) -> list[dict[str, Any]]:
     frames = entry.get("num_frames")
     if video and frames is not None and int(frames) > 1:
         out["max_num_frames"] = int(frames)
+        if sampling and entry.get("shrink_video_to_frames", True):  # ai-toolkit's default: spread over the clip
+            out["frame_sampling"] = "uniform"
     if video:
         return [out]
     sizes = entry.get("resolution", 512)

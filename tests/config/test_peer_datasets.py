@@ -105,7 +105,7 @@ def test_an_ai_toolkit_job_files_datasets(tmp_path):
 def test_an_ai_toolkit_video_dataset(tmp_path):
     path = _job(tmp_path, [{"folder_path": "/clips", "num_frames": 33, "resolution": [512]}])
     (clips,) = read_dataset_config(path, video=True).sets
-    assert clips.options == {"train_data_dir": "/clips", "max_num_frames": 33}
+    assert clips.options == {"train_data_dir": "/clips", "max_num_frames": 33, "frame_sampling": "uniform"}
 
 
 def test_an_ai_toolkit_regularization_set_is_the_class_set(tmp_path):
@@ -212,3 +212,44 @@ def test_an_unknown_extraction_is_refused_and_a_sets_own_sampling_is_kept(tmp_pa
     assert read.sets[0].options["frame_sampling"] == "uniform"
     with pytest.raises(UserError, match="gives `frame_sampling` and also musubi-tuner's key"):
         _clip_set(tmp_path, 'frame_sampling = "uniform"\nframe_extraction = "head"\n')
+
+
+def test_ai_toolkits_trigger_word_is_named_with_its_value_wherever_it_is_given(tmp_path):
+    # ai-toolkit puts the trigger word before every caption (and writes it for `[trigger]`): dit-lora has no such
+    # option, so the paragraph names it, the job's process-level one too (it was dropped without a word)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"config": {"process": [{"type": "sd_trainer", "trigger_word": "sks", "datasets": [
+        {"folder_path": "/d"}, {"folder_path": "/e", "trigger_word": "zkz"}]}]}}))
+    note = read_dataset_config(path).note
+    assert "`trigger_word: 'sks'` of the job's process (no counterpart: ai-toolkit writes it for `[trigger]`" in note
+    assert "`trigger_word: 'zkz'` (no counterpart" in note and "write it into the caption files" in note
+
+
+def test_what_ai_toolkits_frame_keys_ask_is_mapped_or_named(tmp_path):
+    (clips,) = read_dataset_config(_job(tmp_path, [{"folder_path": "/c", "num_frames": 33}]), video=True).sets
+    assert clips.options["frame_sampling"] == "uniform"  # shrink_video_to_frames, ai-toolkit's default
+    read = read_dataset_config(_job(tmp_path, [{"folder_path": "/c", "num_frames": 33,
+                                                "shrink_video_to_frames": False}]), video=True)
+    assert "frame_sampling" not in read.sets[0].options and "`shrink_video_to_frames: false`" in read.note
+    note = read_dataset_config(_job(tmp_path, [{"folder_path": "/c", "num_frames": 33}])).note
+    assert "`num_frames: 33` (an image family reads no clips)" in note
+    note = read_dataset_config(_job(tmp_path, [{"folder_path": "/c", "num_frames": 1}]), video=True).note
+    assert "`num_frames: 1` (clips train at the run's frame count" in note
+
+
+def test_what_musubi_tuners_buckets_ask_of_clips_is_named(tmp_path):
+    note = _clip_set(tmp_path, "enable_bucket = true\n").note
+    assert "`enable_bucket = true` beside `target_frames` (frame buckets have one size each" in note
+    path = tmp_path / "plain.toml"
+    path.write_text('[[datasets]]\nvideo_directory = "v"\nresolution = [64, 48]\n')
+    note = read_dataset_config(path, video=True).note
+    assert "`video_directory` without `target_frames` (musubi-tuner's default [1]" in note
+    assert "`enable_bucket = false` (images and clips take aspect buckets of about 64 x 48 pixels" in note
+    note = _clip_set_for_images(tmp_path)
+    assert "`target_frames` (an image family reads no clips)" in note
+
+
+def _clip_set_for_images(tmp_path):
+    path = tmp_path / "images.toml"
+    path.write_text('[[datasets]]\nimage_directory = "i"\nresolution = [64, 48]\ntarget_frames = [9]\n')
+    return read_dataset_config(path, video=False).note
