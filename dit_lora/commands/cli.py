@@ -19,6 +19,7 @@ from dit_lora.commands.recipe import check_model, run_recipe
 from dit_lora.config import TrainConfig, load_yaml, owners
 from dit_lora.config.applies import check_applies
 from dit_lora.config.data_kind import video_llm_data_message
+from dit_lora.config.dataset_config import SOURCE_KEYS, refuse_two_sources, source_by_level
 from dit_lora.config.parser import add_config_flag, check_data_sets, coerce, unknown_options_message
 from dit_lora.config.schema import ModelOptions, config_fields
 from dit_lora.core import quiet
@@ -265,10 +266,19 @@ def _check_data(args: argparse.Namespace) -> int:
     from dit_lora.data.cache import default_cache_root
 
     values = load_yaml(args.config, args.family, "--family" if args.family else None) if args.config else {}
+    sources = {  # a data source on the command line takes the place of the --config file's, as `train` reads it
+        name
+        for name in (*SOURCE_KEYS, "dataset_config")
+        if str(getattr(args, name, None) or "").lower() not in ("", "none", "null")
+    }
+    values, notes = source_by_level(values, sources, args.config) if args.config else (values, [])
     for name in _check_data_keys():
         raw = getattr(args, name)
         if raw is not None:
             values[name] = coerce(name, raw, f"--{name}")
+    refuse_two_sources(values, sources, args.config)
+    for note in notes:
+        print(note, flush=True)
     if "family" not in values and values.get("pretrained_model_name_or_path"):  # as `train` and `plan` decide it
         values["family"] = family_for_model(
             TrainConfig(pretrained_model_name_or_path=values["pretrained_model_name_or_path"]).model

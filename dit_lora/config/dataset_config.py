@@ -14,10 +14,12 @@ screens, caches and mixes the sets a run trains on.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import math
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,6 +100,66 @@ TOP_KEYS = ("general", "datasets")
 
 #: the ``--config`` YAML key that lists the sets in the run config itself
 DATASETS_KEY = "datasets"
+
+#: the options naming a run's one data source: a dataset config's sets take their place
+SOURCE_KEYS = ("train_data_dir", "instance_data_dir", "dataset_name")
+
+
+def source_flags(argv: Sequence[str]) -> set[str]:
+    """The data-source options (:data:`SOURCE_KEYS` and ``dataset_config``) given a value on the command line (an
+    empty value, ``""`` or ``none``, unsets the --config file's key instead)."""
+    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for name in (*SOURCE_KEYS, "dataset_config"):
+        peek.add_argument(f"--{name}", default=None)
+    try:
+        known, _ = peek.parse_known_args(list(argv))
+    except SystemExit:  # a flag without its value: the full parser says so
+        return set()
+    return {name for name, value in vars(known).items() if value and value.lower() not in ("none", "null")}
+
+
+def source_by_level(file_values: dict[str, Any], flags: set[str], path: str | Path) -> tuple[dict[str, Any], list]:
+    """The --config file's values without the data source a command-line flag (``flags``: :func:`source_flags`)
+    takes the place of, and the notes saying so, as every flag overrides its key: --dataset_config on the command
+    line replaces the file's ``train_data_dir``/``dataset_name``, and --train_data_dir/--dataset_name the file's
+    ``datasets:`` list or ``dataset_config``. Two at one level stay, for :func:`refuse_two_sources`."""
+    values, notes = dict(file_values), []
+    if "dataset_config" in flags:
+        for key in SOURCE_KEYS:
+            if values.get(key) and key not in flags:
+                notes.append(
+                    f"--dataset_config on the command line takes the place of `{key}: {values.pop(key)}` in "
+                    f"`{path}`: the run trains on the dataset config's sets"
+                )
+    given = [f"--{key}" for key in SOURCE_KEYS if key in flags]
+    if given and values.get("dataset_config") and "dataset_config" not in flags:
+        listed = str(values.pop("dataset_config"))
+        theirs = "the `datasets:` list" if Path(listed) == Path(path) else f"`dataset_config: {listed}`"
+        notes.append(f"{given[0]} on the command line takes the place of {theirs} in `{path}`")
+    return values, notes
+
+
+def refuse_two_sources(values: dict[str, Any], flags: set[str], path: str | Path | None) -> None:
+    """Refuse, naming the exact fix, a data source beside a dataset config given at one level (both flags, or both
+    keys of the --config file; across levels the command line took the place of the file's: :func:`source_by_level`)."""
+    listed = values.get("dataset_config")
+    sources = [key for key in SOURCE_KEYS if values.get(key)]
+    if not listed or not sources:
+        return
+    key, folder = sources[0], values[sources[0]]
+    add = f"add it to the dataset config as a set (`- {key}: {folder}`)"
+    if key in flags:
+        raise UserError(
+            f"--{key} `{folder}` and --dataset_config `{listed}` are both on the command line, and both name the "
+            f"training data (each set of a dataset config names its own folder or dataset). Drop --{key} (or {add}), "
+            "or drop --dataset_config."
+        )
+    theirs = "a `datasets:` list" if path and Path(listed) == Path(path) else f"`dataset_config: {listed}`"
+    raise UserError(
+        f"`{key}: {folder}` and {theirs} are both in `{path}`, and both name the training data (each set of a "
+        f"dataset config names its own folder or dataset). Remove `{key}` from `{path}` (or {add}), or remove "
+        f"{theirs}. (--dataset_config on the command line takes the place of the file's `{key}`.)"
+    )
 
 
 @dataclass(frozen=True)
@@ -429,12 +491,29 @@ def _check_dataset_config(cfg: TrainConfig) -> None:
         probe = dataclasses.replace(cfg, **data_set.options, explicit=explicit)
         where = f"data set {i} of {path}"
         check_applies(probe, lambda name: f"`{name}` in {where}")  # noqa: B023 (called before the next set)
-        if probe.video.frame_buckets:
-            clash = [n for n in ("max_num_frames", "height", "width") if getattr(probe.video, n) is not None]
-            if clash:
-                raise UserError(
-                    f"`frame_buckets: {probe.video.frame_buckets}` of data set {i} (`{data_set.name}`) of {path} sets "
-                    f"every clip's frames and size, so {', '.join(f'`{n}`' for n in clash)} (given to the set, in "
-                    "`general`, or to the run) would be ignored for it. Give every set its own sizes, or drop "
-                    f"{', '.join(f'`{n}`' for n in clash)} from the run's options."
-                )
+        _check_frame_sizes(cfg, data_set, f"data set {i} (`{data_set.name}`) of {path}")
+
+
+#: a set's frame sizes: its `frame_buckets` take the place of the run's (set_config), never of its own
+FRAME_SIZES = ("max_num_frames", "height", "width")
+
+
+def _check_frame_sizes(cfg: TrainConfig, data_set: DataSet, where: str) -> None:
+    """A set's own ``frame_buckets`` beside its own (or ``general``'s) sizes, or the run's --frame_buckets beside a
+    set's sizes, refused: one would be ignored. The run's sizes yield to a set's own ``frame_buckets``."""
+    own = [n for n in FRAME_SIZES if data_set.options.get(n) is not None]
+    if not own:
+        return
+    named = ", ".join(f"`{n}`" for n in own)
+    if data_set.options.get("frame_buckets"):
+        raise UserError(
+            f"`frame_buckets: {data_set.options['frame_buckets']}` of {where} sets every clip's frames and size, so "
+            f"its {named} (given to the set or in `general`) would be ignored. Remove {named} from the set (or "
+            "`general`), or its `frame_buckets`."
+        )
+    if cfg.video.frame_buckets:
+        raise UserError(
+            f"The run's --frame_buckets {cfg.video.frame_buckets} sets every clip's frames and size, so {named} of "
+            f"{where} would be ignored. Give the set its own `frame_buckets` (they take the place of the run's), "
+            "or drop --frame_buckets from the run."
+        )

@@ -153,7 +153,10 @@ class DataOptions:
         "TOML, optional `general:` defaults): each set takes the data options under their own names "
         "(`train_data_dir` or `dataset_name`, `resolution`, `caption_extension`, `instance_prompt`, frame options) "
         "and `repeats`, `weight` (the probability a batch comes from it) and `loss_weight`. A `datasets:` list in "
-        "the --config YAML does the same. Replaces --train_data_dir/--dataset_name.",
+        "the --config YAML does the same. Replaces --train_data_dir/--dataset_name: given on the command line, it "
+        "takes the place of a --config file's `train_data_dir`/`dataset_name` (the run says so); both at one "
+        "level are refused. A set's own `frame_buckets` take the place of the run's --max_num_frames/--height/--width "
+        "for that set.",
         section="data",
         resume="free",
     )

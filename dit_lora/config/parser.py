@@ -22,7 +22,14 @@ from dit_lora.config import families, owners
 from dit_lora.config.adapter_types import check_type_options
 from dit_lora.config.applies import check_applies
 from dit_lora.config.data_kind import video_llm_data_message
-from dit_lora.config.dataset_config import DATASETS_KEY, check_data_sets, check_standalone
+from dit_lora.config.dataset_config import (
+    DATASETS_KEY,
+    check_data_sets,
+    check_standalone,
+    refuse_two_sources,
+    source_by_level,
+    source_flags,
+)
 from dit_lora.config.lycoris_args import network_args_values
 from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
@@ -274,6 +281,10 @@ def parse_config(
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     family, chosen_by, yaml_path, data = _family_of(argv)
+    sources = source_flags(argv)  # a data source on the command line takes the place of the file's
+    notes: list[str] = []
+    if data is not None and yaml_path:
+        data, notes = source_by_level(data, sources, yaml_path)
     if family is None and infer_family is None:
         family, chosen_by = DEFAULT_FAMILY, "the default family"
     if family is None:
@@ -284,10 +295,12 @@ def parse_config(
         flags, unknown = _read_flags(parser, argv)
         values = _family_values(flags, unknown, family, chosen_by, yaml_path, data)
     values["family"] = family
+    refuse_two_sources(values, sources, yaml_path)
     common, own = owners.split_values(family, values, source=None)
     # What the user set (YAML or flag): the catalogue's defaults fill only the rest.
     explicit = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
-    cfg: TrainConfig = TrainConfig(**common, family_options=owners.options_class(family)(**own), explicit=explicit)
+    options = owners.options_class(family)(**own)
+    cfg: TrainConfig = TrainConfig(**common, family_options=options, explicit=explicit, notes=tuple(notes))
     check_applies(cfg, lambda name: _given(name, argv, yaml_path), chosen_by)
     check_type_options(cfg, lambda name: _given(name, argv, yaml_path))
     if cfg.data.dataset_config and (not yaml_path or Path(cfg.data.dataset_config) != Path(yaml_path)):
@@ -317,6 +330,7 @@ def _parse_inferring(
     common = owners.common_names()
     yaml_common = {k: coerce(k, v, str(yaml_path)) for k, v in data.items() if k in common}
     flag_common = _coerced_flags(flags, [f.name for f in config_fields()])
+    refuse_two_sources({**yaml_common, **flag_common}, source_flags(argv), yaml_path)  # before the checks below
     preliminary: TrainConfig = TrainConfig(
         **yaml_common, **flag_common, explicit=frozenset({*yaml_common, *flag_common})
     )

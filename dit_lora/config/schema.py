@@ -135,9 +135,17 @@ class TrainConfig(Generic[FamilyOptionsT]):
     #: the options the user set (a flag or a YAML key), recorded by the parser; None for a config built in code
     #: (then the options off their default count as set: :func:`dit_lora.catalogue.defaults.explicit_options`)
     explicit: frozenset[str] | None = field(default=None, compare=False, metadata={"option": False})
+    #: what the parser decided in the user's place (a --config key that a command-line flag took the place of), said
+    #: at the run's start and by check-data
+    notes: tuple[str, ...] = field(default=(), compare=False, metadata={"option": False})
 
     def __init__(
-        self, *, family_options: FamilyOptions | None = None, explicit: frozenset[str] | None = None, **values: Any
+        self,
+        *,
+        family_options: FamilyOptions | None = None,
+        explicit: frozenset[str] | None = None,
+        notes: tuple[str, ...] = (),
+        **values: Any,
     ) -> None:
         """Sections by their attribute name, options by their flat name (each put into its section, over a
         section given too); the family's options default to its options class's defaults."""
@@ -151,6 +159,7 @@ class TrainConfig(Generic[FamilyOptionsT]):
             own = {k: v for k, v in values.items() if SECTION_OF[k] == attr}
             object.__setattr__(self, attr, replace(given, **own) if own else given)
         object.__setattr__(self, "explicit", None if explicit is None else frozenset(explicit))
+        object.__setattr__(self, "notes", tuple(notes))
         wanted = options_class(self.model.family)
         if family_options is None:
             family_options = wanted()

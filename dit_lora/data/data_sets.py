@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.config.dataset_config import DataSet, read_dataset_config
+from dit_lora.config.dataset_config import FRAME_SIZES, DataSet, read_dataset_config
 from dit_lora.contract import spec as fallback
 from dit_lora.core.errors import UserError
 from dit_lora.data import class_images
 from dit_lora.data.batches import EpochBatches, PairedBatches, paired_order, unpack_item
 from dit_lora.data.cache import cache_files, cache_namespace
+from dit_lora.data.frames import most_tokens
 from dit_lora.data.held_out import folder_config, handler_for_source
 from dit_lora.data.kohya import plural
 
@@ -40,10 +41,13 @@ _SET_COPY = 10_000
 
 
 def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
-    """The run's config reading ``data_set``: its options over the run's, its own data source alone; class images
+    """The run's config reading ``data_set``: its options over the run's (its own ``frame_buckets`` over the run's
+    --max_num_frames/--height/--width too), its own data source alone; class images
     (``is_reg``) never take the run's --instance_prompt (the instance's caption on a generic image would teach the
     identifier to the class)."""
     values = {"train_data_dir": None, "dataset_name": None, **data_set.options}
+    if data_set.options.get("frame_buckets"):  # its own buckets take the place of the run's frames and size
+        values.update({name: None for name in FRAME_SIZES})
     if data_set.is_reg:
         values.setdefault("instance_prompt", None)
     explicit = None if cfg.explicit is None else cfg.explicit | set(data_set.options)
@@ -94,6 +98,35 @@ def set_configs(cfg: TrainConfig, *, video: bool = False) -> list[TrainConfig]:
         doubled = dataclasses.replace(cfg.training, train_batch_size=2 * cfg.training.train_batch_size)
         configs = [dataclasses.replace(c, training=doubled) for c in configs]
     return configs
+
+
+def sample_config(cfg: TrainConfig, spec: FamilySpec) -> tuple[TrainConfig, str | None]:
+    """The config the validation samples are made with, and the line saying their size (None without a dataset
+    config). The run's size when the user gave one (--max_num_frames/--height/--width/--frame_buckets for clips,
+    --resolution for images); else that of the first set (not the class images) giving its own: its bucket of the
+    most tokens, or its resolution; else the run's (the checkpoint's default)."""
+    if not cfg.data.dataset_config:
+        return cfg, None
+    video = spec.video_frames is not None
+    names = (*FRAME_SIZES, "frame_buckets") if video else ("resolution",)
+    given = [n for n in names if cfg.is_set(n) and cfg.option(n) is not None]
+    sets = [] if given else [s for s in run_sets(cfg, video=video)[0] if not s.is_reg]
+    chosen = next((s for s in sets if any(s.options.get(n) is not None for n in names)), None)
+    if chosen is not None:
+        why = f"data set `{chosen.name}`'s size: the run gives no {'/'.join(f'--{n}' for n in names)} of its own"
+    else:
+        why = f"the run's {'/'.join(f'--{n}' for n in given)}" if given else "the run's default size"
+    if not video:
+        size = chosen.options["resolution"] if chosen is not None else cfg.data.resolution
+        sized = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, resolution=size))
+        return sized, f"validation samples: {size} x {size} px ({why})"
+    frames = fallback.require(spec, "video_frames", "Video data")
+    if chosen is None:
+        f, h, w = frames.video_buckets(cfg)[0]
+        return cfg, f"validation samples: {f}x{h}x{w} (frames x height x width; {why})"
+    f, h, w = most_tokens(frames.video_buckets(set_config(cfg, chosen)))
+    bucket = dataclasses.replace(cfg.video, max_num_frames=None, height=None, width=None, frame_buckets=f"{f}x{h}x{w}")
+    return dataclasses.replace(cfg, video=bucket), f"validation samples: {f}x{h}x{w} (frames x height x width; {why})"
 
 
 def distinct(batches: Sequence[tuple[str, tuple[int, ...]]]) -> list[tuple[str, tuple[int, ...]]]:
@@ -234,6 +267,9 @@ class SetsMedia:
         extras += [f"weight {s.weight:g}"] if s.weight is not None else []
         extras += [f"loss weight {s.loss_weight:g}"] if s.loss_weight != 1.0 else []
         extras += [f"class images, loss weight {self.cfg.data.prior_loss_weight:g}"] if s.is_reg else []
+        run_sizes = [f"--{n}" for n in FRAME_SIZES if getattr(self.cfg.video, n) is not None]
+        if s.options.get("frame_buckets") and run_sizes:
+            extras.append(f"its own frame buckets in place of the run's {'/'.join(run_sizes)}")
         taken = self.cfg.data.num_class_images
         if s.is_reg and self.class_listed > taken:
             extras.append(f"the first {taken} of its {self.class_listed}, your own first (--num_class_images)")
@@ -259,6 +295,13 @@ class SetsMedia:
             raise UserError(
                 f"{self._which(k)} cannot be used (the paragraph below names its keys as flags). {err}"
             ) from None
+
+    def _say_sample_size(self, log: Callable[[str], Any]) -> None:
+        """The validation samples' size (:func:`sample_config`), said once when the run makes any."""
+        if self.cfg.data.dataset_config and self.cfg.validation.prompts:
+            line = sample_config(self.cfg, self.spec)[1]
+            if line:
+                log(line)
 
     def list_samples(self) -> list:
         """Every set's samples, each tagged with its set and its name-prefixed key, a set's repeats as copies,
@@ -288,6 +331,7 @@ class SetsMedia:
         usable: list = []
         if self.note:  # what of another trainer's file was left out
             log(self.note)
+        self._say_sample_size(log)
         for k, part in enumerate(self._parts(samples)):
             log(self._header(k))
             with self._naming_the_set(k):
@@ -307,6 +351,7 @@ class SetsMedia:
         notes: list[str] = []
         if self.note:
             log(self.note)
+        self._say_sample_size(log)
         for k, part in enumerate(self._parts(samples)):
             log(self._header(k))
             r, u, note = self.children[k].check([samples[i] for i in part], log=log)

@@ -24,6 +24,7 @@ import torch
 from dit_lora.contract import spec as fallback
 from dit_lora.core.collective import main_process_check
 from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, reporting_disk_full, write_json_atomic
+from dit_lora.data.data_sets import sample_config
 from dit_lora.kernels import kernel_counts, kernel_runtime
 from dit_lora.modeling import trainables
 from dit_lora.output.adapter import adapter_file_name, write_adapter
@@ -251,6 +252,7 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
         return []
     run.engine.release_for_samples(model)  # off the accelerator so base + fresh pipeline fit (FSDP2: left sharded)
     samples = fallback.require(spec, "samples", "--validation_prompt")
+    sized, _ = sample_config(cfg, spec)  # with data sets: their size when the run gives none
     (out / "samples").mkdir(exist_ok=True)
     files = []
     choice = cfg.training.ema_validation if levers.ema_of(run.features) is not None else "trained"
@@ -263,7 +265,7 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
             samples.generate_with_pipeline(
                 pipe,
                 prompt,
-                replace(cfg, validation=cfg.validation.one_prompt(prompt)),
+                replace(sized, validation=cfg.validation.one_prompt(prompt)),
                 cfg.training.seed + k,  # each prompt its own seed, as during training (loop._generate)
                 cfg.validation.num_validation_images,
                 comps=run.comps,

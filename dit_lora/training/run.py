@@ -406,7 +406,10 @@ def _claim_output_dir(cfg: TrainConfig, out: Path, accelerator, sharded: bool, l
 
 
 def _log_start_notes(cfg: TrainConfig, spec, log) -> None:
-    """The family's start notes and precision warnings, and the quantized base and text encoder, one line each."""
+    """What the parser decided in the user's place (``cfg.notes``), the family's start notes and precision warnings,
+    and the quantized base and text encoder, one line each."""
+    for note in cfg.notes:
+        log(note)
     for note in fallback.start_notes(spec, cfg):
         log(note)
     for note in fallback.precision_notes(spec, cfg):

@@ -206,3 +206,23 @@ def test_check_data_says_what_a_run_holds_out_and_checks_the_held_out_folder(tmp
     assert code == 1, err
     assert f"held-out data of the validation loss (--validation_data_dir `{held}`)" in out
     assert "broken.png" in out.split("held-out data of the validation loss")[1] and "3 sample(s): 2 ok" in out
+
+
+def test_check_data_takes_a_dataset_config_in_place_of_the_recipes_folder_as_train_does(tmp_path, capsys):
+    """A recipe's `train_data_dir` beside --dataset_config on the command line was refused ("both name the training
+    data"); the command line's dataset config takes its place, said in one line."""
+    import yaml
+    from PIL import Image
+
+    data = tmp_path / "mine"
+    data.mkdir()
+    for i in range(2):
+        Image.new("RGB", (64, 64), (40 * i, 90, 30)).save(data / f"img{i}.png")
+        (data / f"img{i}.txt").write_text("a green square")
+    recipe, sets = tmp_path / "recipe.yaml", tmp_path / "sets.yaml"
+    recipe.write_text(yaml.safe_dump({"family": "sana", "train_data_dir": "demo/squares", "resolution": 64}))
+    sets.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": str(data)}]}))
+    code, out, err = _check_data(["--config", str(recipe), "--dataset_config", str(sets)], capsys)
+    assert code == 0, err
+    assert (f"--dataset_config on the command line takes the place of `train_data_dir: demo/squares` in `{recipe}`"
+            in out)

@@ -116,10 +116,38 @@ def test_a_standalone_file_holds_only_its_sets(tmp_path):
     assert cfg.data.dataset_config == str(fine)
 
 
-def test_a_data_folder_beside_the_sets_is_refused(tmp_path):
+def test_a_data_folder_beside_the_sets_at_one_level_is_refused_naming_the_fix(tmp_path):
     path = _write(tmp_path, [{"train_data_dir": "a"}])
-    with pytest.raises(UserError, match="--train_data_dir and the dataset config .* both name the training data"):
+    with pytest.raises(UserError, match="are both on the command line.*Drop --train_data_dir"):
         parse_config([*MODEL, "--family", "sana", "--train_data_dir", "x", "--dataset_config", str(path)])
+    run = tmp_path / "run.yaml"
+    run.write_text(yaml.safe_dump({"family": "sana", "train_data_dir": "x", "datasets": [{"train_data_dir": "a"}]}))
+    with pytest.raises(UserError, match=r"`train_data_dir: x` and a `datasets:` list are both in .*Remove "
+                                        r"`train_data_dir` from .*\(or add it to the dataset config as a set"):
+        parse_config([*MODEL, "--config", str(run)])
+
+
+def test_a_recipes_data_folder_yields_to_a_dataset_config_on_the_command_line(tmp_path):
+    # a recipe --config names its data folder and sizes; --dataset_config on the command line takes the folder's
+    # place (said in the run's notes), and a set's own frame buckets take the place of the recipe's sizes for it
+    sets = _write(tmp_path, [{"train_data_dir": "a"}, {"train_data_dir": "b", "frame_buckets": "1x64x64,9x64x64"}])
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"family": "wan", "pretrained_model_name_or_path": "org/model",
+                                      "train_data_dir": "demo/clips", "max_num_frames": 9, "height": 64, "width": 64}))
+    cfg = parse_config(["--config", str(recipe), "--dataset_config", str(sets)])
+    assert cfg.data.train_data_dir is None and cfg.data.dataset_config == str(sets)
+    assert cfg.video.height == 64  # the run's size, for the sets without their own and the validation samples
+    (note,) = cfg.notes
+    assert note == (f"--dataset_config on the command line takes the place of `train_data_dir: demo/clips` in "
+                    f"`{recipe}`: the run trains on the dataset config's sets")
+    # and a data folder on the command line takes the place of a recipe's `datasets:` list
+    listed = tmp_path / "listed.yaml"
+    listed.write_text(yaml.safe_dump({"family": "sana", "pretrained_model_name_or_path": "org/model",
+                                      "datasets": [{"train_data_dir": "a"}]}))
+    cfg = parse_config(["--config", str(listed), "--train_data_dir", "mine"])
+    assert cfg.data.dataset_config is None and cfg.data.train_data_dir == "mine"
+    assert cfg.notes == (f"--train_data_dir on the command line takes the place of the `datasets:` list in "
+                         f"`{listed}`",)
 
 
 def test_both_a_datasets_list_and_a_dataset_config_are_refused(tmp_path):
@@ -166,13 +194,19 @@ def test_general_beside_datasets_in_the_run_config(tmp_path):
     assert a.options["caption_extension"] == ".caption"
 
 
-def test_a_sets_frame_buckets_beside_a_size_is_refused_naming_the_set(tmp_path):
+def test_a_sets_frame_buckets_beside_its_own_size_is_refused_naming_the_set(tmp_path):
     path = _write(tmp_path, [{"train_data_dir": "a", "name": "clips", "frame_buckets": "9x64x64"},
-                             {"train_data_dir": "b"}])
+                             {"train_data_dir": "b"}], general={"height": 64})
     with pytest.raises(UserError) as err:
-        parse_config([*MODEL, "--family", "wan", "--dataset_config", str(path), "--height", "64"])
-    assert "data set 1 (`clips`)" in str(err.value) and "`height`" in str(err.value)
-    parse_config([*MODEL, "--family", "wan", "--dataset_config", str(path)])
+        parse_config([*MODEL, "--family", "wan", "--dataset_config", str(path)])
+    assert "data set 1 (`clips`)" in str(err.value) and "its `height`" in str(err.value)
+    fine = _write(tmp_path, [{"train_data_dir": "a", "name": "clips", "frame_buckets": "9x64x64"},
+                             {"train_data_dir": "b", "height": 32}], name="fine.yaml")
+    # the run's --height yields to the set's own buckets (set_config); the run's --frame_buckets beside a set's size
+    # would leave one of them unread
+    parse_config([*MODEL, "--family", "wan", "--dataset_config", str(fine), "--height", "64"])
+    with pytest.raises(UserError, match="run's --frame_buckets 9x64x64 .* `height` of data set 2"):
+        parse_config([*MODEL, "--family", "wan", "--dataset_config", str(fine), "--frame_buckets", "9x64x64"])
 
 
 def test_one_set_of_class_images_paired_never_drawn(tmp_path):

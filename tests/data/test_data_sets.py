@@ -14,7 +14,9 @@ from dit_lora.config import parse_config
 from dit_lora.core.errors import UserError
 from dit_lora.data.batches import EpochBatches, unpack_item
 from dit_lora.data.cache import cache_files
-from dit_lora.data.data_sets import SetsMedia
+from dit_lora.config.dataset_config import read_data_sets
+from dit_lora.data.data_sets import SetsMedia, sample_config, set_config
+from dit_lora.data.frames import resolution_buckets
 from dit_lora.data.synthetic.shapes import make_shapes_dataset
 from dit_lora.registry import get_spec
 
@@ -247,3 +249,48 @@ def test_the_plan_counts_a_paired_micro_batch_twice(two_folders):
                         str(wide), "--resolution", "64", "--aspect_buckets", "square"])
     assert [c.training.train_batch_size for c in set_configs(cfg)] == [6, 6]
     assert {shape[0] for _, shape in get_spec("sana").plan.pixel_batches(cfg)} == {6}
+
+
+class _Clips:
+    """A video family's buckets without a model: --frame_buckets, else its sizes or 81x480x832."""
+
+    def video_buckets(self, cfg):
+        if cfg.video.frame_buckets:
+            return resolution_buckets(cfg.video.frame_buckets)
+        return [(cfg.video.max_num_frames or 81, cfg.video.height or 480, cfg.video.width or 832)]
+
+
+def test_the_validation_samples_take_a_sets_size_when_the_run_gives_none_and_say_it(tmp_path):
+    path = tmp_path / "sets.yaml"
+    path.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": "img"}, {"train_data_dir": "clips", "name": "clips",
+                                                                            "frame_buckets": "1x64x64,9x64x48"}]}))
+    base = ["--pretrained_model_name_or_path", "org/model", "--family", "wan", "--dataset_config", str(path)]
+    spec = SimpleNamespace(video_frames=_Clips())
+    # unset sizes (a recipe's cleared with "") are no size: not the checkpoint's 81x480x832, the set's largest bucket
+    cfg = parse_config([*base, "--height", "", "--width", ""])
+    sized, line = sample_config(cfg, spec)
+    assert sized.video.frame_buckets == "9x64x48" and sized.video.height is None
+    assert line == ("validation samples: 9x64x48 (frames x height x width; data set `clips`'s size: the run gives no "
+                    "--max_num_frames/--height/--width/--frame_buckets of its own)")
+    cfg = parse_config([*base, "--max_num_frames", "5", "--height", "32", "--width", "32"])
+    sized, line = sample_config(cfg, spec)
+    assert sized is cfg and line.startswith("validation samples: 5x32x32") and "the run's --max_num_frames" in line
+    # the run's sizes yield to the set's own buckets for that set only
+    img, clips = read_data_sets(path)
+    assert set_config(cfg, clips).video.height is None and set_config(cfg, img).video.height == 32
+    images = tmp_path / "images.yaml"
+    images.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": "a", "resolution": 32}]}))
+    cfg = parse_config(["--pretrained_model_name_or_path", "org/model", "--family", "sana", "--dataset_config",
+                        str(images)])
+    sized, line = sample_config(cfg, SimpleNamespace(video_frames=None))
+    assert sized.data.resolution == 32 and line.startswith("validation samples: 32 x 32 px (data set `a`'s size")
+
+
+def test_a_sets_own_frame_buckets_in_place_of_the_runs_sizes_are_said_in_its_header(tmp_path):
+    path = tmp_path / "sets.yaml"
+    path.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": "clips", "frame_buckets": "9x64x64"}]}))
+    cfg = parse_config(["--pretrained_model_name_or_path", "org/model", "--family", "wan", "--dataset_config",
+                        str(path), "--height", "32", "--width", "32"])
+    media = SetsMedia.__new__(SetsMedia)
+    media.cfg, media.sets, media.class_listed = cfg, read_data_sets(path), 0
+    assert media._header(0).endswith("(its own frame buckets in place of the run's --height/--width)")
