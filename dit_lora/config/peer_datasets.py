@@ -356,9 +356,27 @@ def _ai_toolkit_dropped(entry: dict[str, Any], *, video: bool) -> list[str]:
             "`shrink_video_to_frames: false` (ai-toolkit then takes the frames at its `fps`; dit-lora spreads "
             "`num_frames` over the whole clip: `frame_sampling: first` in the set takes consecutive frames instead)"
         )
-    if video and "resolution" in entry:
-        notes.append("`resolution` (clips take the checkpoint's size or --height/--width, or --frame_buckets)")
+    sizes = entry.get("resolution", AI_TOOLKIT_RESOLUTION)
+    for size in sizes if isinstance(sizes, list) else [sizes]:
+        if video and int(size) % VIDEO_STEP:
+            side = _video_side(size)
+            notes.append(
+                f"`resolution: {size}` (a clip's sides step by {VIDEO_STEP}: its set takes buckets of about {side} x "
+                f"{side} pixels)"
+            )
     return notes
+
+
+#: ai-toolkit's ``resolution`` when a dataset gives none (``DatasetConfig``)
+AI_TOOLKIT_RESOLUTION = 512
+#: the step of a clip's height and width (the video families' VAE downsampling times their patch)
+VIDEO_STEP = 16
+
+
+def _video_side(size: Any) -> int:
+    """ai-toolkit's ``resolution`` (the side of a square of the buckets' area) as a clip's side: a multiple of
+    :data:`VIDEO_STEP`, rounded down so that no bucket holds more pixels than ai-toolkit's."""
+    return max(VIDEO_STEP, int(size) // VIDEO_STEP * VIDEO_STEP)
 
 
 def _ai_toolkit(entry: dict[str, Any], *, video: bool, sampling: bool = True) -> list[dict[str, Any]]:
@@ -381,14 +399,16 @@ def _ai_toolkit(entry: dict[str, Any], *, video: bool, sampling: bool = True) ->
         out["max_num_frames"] = int(frames)
         if sampling and entry.get("shrink_video_to_frames", True):  # ai-toolkit's default: spread over the clip
             out["frame_sampling"] = "uniform"
-    if video:
-        return [out]
-    sizes = entry.get("resolution", 512)
+    sizes = entry.get("resolution", AI_TOOLKIT_RESOLUTION)
     sizes = sizes if isinstance(sizes, list) else [sizes]
+
+    def sized(size: Any) -> dict[str, Any]:  # a clip set: buckets of about size x size pixels, as images take
+        return {"height": _video_side(size), "width": _video_side(size)} if video else {"resolution": size}
+
     if len(sizes) == 1:
-        return [{**out, "resolution": sizes[0]}]
+        return [{**out, **sized(sizes[0])}]
     base = out.get("name") or str(out.get("train_data_dir", "set")).rstrip("/").rsplit("/", 1)[-1]
-    return [{**out, "resolution": size, "name": f"{base}@{size}"} for size in sizes]
+    return [{**out, **sized(size), "name": f"{base}@{size}"} for size in sizes]
 
 
 def ignored_paragraph(path, flavour: str, notes: list[str]) -> str | None:

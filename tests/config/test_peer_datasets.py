@@ -105,7 +105,18 @@ def test_an_ai_toolkit_job_files_datasets(tmp_path):
 def test_an_ai_toolkit_video_dataset(tmp_path):
     path = _job(tmp_path, [{"folder_path": "/clips", "num_frames": 33, "resolution": [512]}])
     (clips,) = read_dataset_config(path, video=True).sets
-    assert clips.options == {"train_data_dir": "/clips", "max_num_frames": 33, "frame_sampling": "uniform"}
+    assert clips.options == {"train_data_dir": "/clips", "max_num_frames": 33, "frame_sampling": "uniform",
+                             "height": 512, "width": 512}
+
+
+def test_ai_toolkits_resolution_sizes_a_video_familys_sets_as_musubi_tuners_does(tmp_path):
+    # it was left out for the video families (64 px clips upscaled x9.75 to the checkpoint's size) while musubi-tuner's
+    # was read: the side of a square of the buckets' area, each resolution of a list a set, as for images
+    read = read_dataset_config(_job(tmp_path, [{"folder_path": "/me", "resolution": [64, 632]}]), video=True)
+    assert [(s.name, s.options["height"], s.options["width"]) for s in read.sets] == [("me@64", 64, 64),
+                                                                                    ("me@632", 624, 624)]
+    assert "`resolution: 632` (a clip's sides step by 16: its set takes buckets of about 624 x 624 pixels)" in read.note
+    assert "`resolution: 64`" not in read.note and "`resolution` (clips take" not in read.note
 
 
 def test_an_ai_toolkit_regularization_set_is_the_class_set(tmp_path):
