@@ -173,6 +173,9 @@ class DataSet:
     loss_weight: float = 1.0
     #: the class (regularization) images of prior preservation (``is_reg: true``)
     is_reg: bool = False
+    #: the file's own name of an option, where it is not the option's (musubi-tuner's ``image_directory`` for
+    #: ``train_data_dir``): what the set's messages call it
+    keys: dict[str, str] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -419,7 +422,7 @@ def _named(sets: list[DataSet], path: Path) -> list[DataSet]:
             if name in taken:
                 name = f"{name}-{i}"
         taken.add(name)
-        out.append(DataSet(name, s.options, s.repeats, s.weight, s.loss_weight, s.is_reg))
+        out.append(dataclasses.replace(s, name=name))
     return out
 
 

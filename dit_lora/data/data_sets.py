@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.config.dataset_config import FRAME_SIZES, DataSet, read_dataset_config
+from dit_lora.config.dataset_config import FRAME_SIZES, SET_OPTIONS, DataSet, read_dataset_config
+from dit_lora.config.set_keys import in_set_terms
 from dit_lora.contract import spec as fallback
 from dit_lora.core.errors import UserError
 from dit_lora.data import class_images
@@ -285,16 +288,28 @@ class SetsMedia:
             return f"The training data ({data_set.source})"
         return f"Data set {k + 1} (`{data_set.name}`) of the dataset config `{self.cfg.data.dataset_config}`"
 
+    def _in_set_terms(self, k: int, text: str) -> str:
+        """``text`` (the family handler's paragraph or log line about set ``k``) with the set's options named as its
+        file writes them, not as flags (:func:`~dit_lora.config.set_keys.in_set_terms`): a flag would not reach the
+        set, whose own key wins. Unchanged for the run's own data and --with_prior_preservation's class images."""
+        path = self.cfg.data.dataset_config
+        data_set = self.sets[k]
+        if not path or (data_set.is_reg and self.cfg.data.with_prior_preservation):
+            return text
+        return in_set_terms(text, SET_OPTIONS, data_set.keys, toml=str(path).lower().endswith(".toml"))
+
+    def _set_log(self, k: int, log: Callable[[str], Any]) -> Callable[[str], Any]:
+        """``log`` for set ``k``'s handler: its lines in the set's terms (:meth:`_in_set_terms`)."""
+        return lambda line: log(self._in_set_terms(k, line))
+
     @contextlib.contextmanager
     def _naming_the_set(self, k: int) -> Iterator[None]:
-        """A set's listing or screening paragraph, said to be about that set of the dataset config (its options are
-        named as flags there: they are the set's keys)."""
+        """A set's listing, screening or checking paragraph, said to be about that set of the dataset config, its
+        options named as the set's keys."""
         try:
             yield
         except UserError as err:
-            raise UserError(
-                f"{self._which(k)} cannot be used (the paragraph below names its keys as flags). {err}"
-            ) from None
+            raise UserError(f"{self._which(k)} cannot be used: {self._in_set_terms(k, str(err))}") from None
 
     def _say_sample_size(self, log: Callable[[str], Any]) -> None:
         """The validation samples' size (:func:`sample_config`), said once when the run makes any."""
@@ -308,7 +323,7 @@ class SetsMedia:
         numbered 0..N-1 over all sets."""
         out: list = []
         for k, (data_set, child) in enumerate(zip(self.sets, self.children)):
-            with self._naming_the_set(k):
+            with self._naming_the_set(k), _printed_through(lambda line: self._in_set_terms(k, line)):  # noqa: B023
                 found = child.list_samples()
             if data_set.is_reg and self.cfg.data.with_prior_preservation:  # --class_data_dir's first class images
                 self.class_listed = len(found)  # said in the set's header when more than are taken
@@ -335,7 +350,9 @@ class SetsMedia:
         for k, part in enumerate(self._parts(samples)):
             log(self._header(k))
             with self._naming_the_set(k):
-                kept = self.children[k].screen([samples[i] for i in part], log=log, quarantine=quarantine)
+                kept = self.children[k].screen(
+                    [samples[i] for i in part], log=self._set_log(k, log), quarantine=quarantine
+                )
             if part and not kept:
                 raise UserError(
                     f"{self._which(k)} has no usable sample: all {len(part)} were left out (each named with its reason "
@@ -354,7 +371,8 @@ class SetsMedia:
         self._say_sample_size(log)
         for k, part in enumerate(self._parts(samples)):
             log(self._header(k))
-            r, u, note = self.children[k].check([samples[i] for i in part], log=log)
+            with self._naming_the_set(k):
+                r, u, note = self.children[k].check([samples[i] for i in part], log=self._set_log(k, log))
             rows, usable = rows + r, usable + u
             notes += [f"`{self.sets[k].name}`: {note}"] if note else []
         return rows, usable, "\n".join(notes) or None
@@ -400,6 +418,38 @@ class SetsMedia:
     def for_source(self, cfg: TrainConfig):
         """The held-out folder (``--validation_data_dir``) read by the first set's handler, with its options."""
         return handler_for_source(self.children[0], folder_config(self.configs[0]))
+
+
+class _Rewriting(io.TextIOBase):
+    """A text stream that writes each whole line to ``real`` rewritten by ``rewrite``."""
+
+    def __init__(self, real: Any, rewrite: Callable[[str], str]) -> None:
+        super().__init__()
+        self.real, self.rewrite, self.pending = real, rewrite, ""
+
+    def write(self, text: str) -> int:
+        """Buffer ``text``; write every line it completes, rewritten."""
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in lines:
+            self.real.write(self.rewrite(line) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the real stream (a partial line waits for its end)."""
+        self.real.flush()
+
+
+@contextlib.contextmanager
+def _printed_through(rewrite: Callable[[str], str]) -> Iterator[None]:
+    """What is printed inside, each line rewritten (a handler's listing says what it found through print)."""
+    stream = _Rewriting(sys.stdout, rewrite)
+    try:
+        with contextlib.redirect_stdout(stream):
+            yield
+    finally:
+        if stream.pending:
+            stream.real.write(rewrite(stream.pending))
+        stream.real.flush()
 
 
 class _SetsDataset(torch.utils.data.Dataset):

@@ -294,3 +294,19 @@ def test_a_sets_own_frame_buckets_in_place_of_the_runs_sizes_are_said_in_its_hea
     media = SetsMedia.__new__(SetsMedia)
     media.cfg, media.sets, media.class_listed = cfg, read_data_sets(path), 0
     assert media._header(0).endswith("(its own frame buckets in place of the run's --height/--width)")
+
+
+def test_a_sets_caption_advice_names_its_own_key_which_wins_over_the_flag(tmp_path, capsys):
+    # "read with --caption_extension .txt": the flag does not reach the set, whose own `caption_extension` wins
+    folder = tmp_path / "img"
+    make_shapes_dataset(folder, n=2, size=64, seed=0)
+    (folder / "metadata.jsonl").unlink()
+    for png in folder.glob("*.png"):
+        png.with_suffix(".txt").write_text("a shape")
+    media = _media(tmp_path, [{"train_data_dir": str(folder), "caption_extension": ".caption"}])
+    with pytest.raises(UserError) as err:
+        media.list_samples()
+    text = " ".join(str(err.value).split())
+    assert text.startswith("Data set 1 (`img`) of the dataset config") and "paragraph below" not in text
+    assert "The .txt files beside them are read with `caption_extension: .txt`." in text and "--caption" not in text
+    assert "set `caption_extension: .txt` in the set to use them" in capsys.readouterr().out
