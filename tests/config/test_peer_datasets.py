@@ -4,6 +4,9 @@ is refused."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -264,3 +267,16 @@ def _clip_set_for_images(tmp_path):
     path = tmp_path / "images.toml"
     path.write_text('[[datasets]]\nimage_directory = "i"\nresolution = [64, 48]\ntarget_frames = [9]\n')
     return read_dataset_config(path, video=False).note
+
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "migrating.md"
+
+
+def test_the_guide_refuses_what_the_translation_refuses_and_reads_is_reg_as_it_does(tmp_path):
+    # the guide said "Refused: ... `is_reg`" for both peers while data.md and the code read it as the class images
+    section = GUIDE.read_text().split("## Data layouts you bring", 1)[1]
+    refused = " ".join(re.findall(r"Refused: (.*?)\.(?:\s|$)", section, flags=re.DOTALL))
+    assert "`is_reg`" not in refused and "`control_directory`" in refused and "`control_path`" in refused
+    toml = tmp_path / "reg.toml"
+    toml.write_text('[[datasets]]\nimage_directory = "me"\n[[datasets]]\nimage_directory = "reg"\nis_reg = true\n')
+    assert [s.is_reg for s in read_dataset_config(toml).sets] == [False, True]
