@@ -28,6 +28,7 @@ import yaml
 
 from dit_lora.config import families, peer_datasets
 from dit_lora.config.applies import check_applies
+from dit_lora.config.set_keys import said
 from dit_lora.config.values import coerce
 from dit_lora.core.errors import UserError
 
@@ -253,22 +254,23 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
     if not isinstance(general, dict):
         raise UserError(f"`general` in the dataset config `{path}` must be a mapping of option: value.")
     flavour = peer_datasets.flavour_of(data, listed, path.suffix.lower() == ".toml")
-    raw, notes = [], []
+    raw: list[tuple[str, dict, dict, dict]] = []
+    notes: list[str] = []
     for i, entry in enumerate(listed, 1):
         where = f"data set {i} (of {len(listed)})"
         merged = {**general, **entry}
         if flavour is None:
-            raw.append((where, merged, entry))
+            raw.append((where, merged, entry, {}))
             continue
         for part in peer_datasets.expand_subsets(merged):
             translated, left = peer_datasets.translate(
                 part, flavour, video=video, where=f"{where} of `{path}`", own=frozenset([*SET_OPTIONS, *SET_KEYS])
             )
             notes += left
-            raw += [(where, t, t) for t in translated]
+            raw += [(where, t, t, keys) for t, keys in translated]
     if flavour is None:
         _entry(general, path, "`general`", needs_source=False)  # its own keys and values, named as its own
-    sets = _named([_entry(m, path, w, needs_source=True, given=g) for w, m, g in raw], path)
+    sets = _named([_entry(m, path, w, needs_source=True, given=g, keys=k) for w, m, g, k in raw], path)
     _check_reg(sets, path)
     weighted = [s.name for s in sets if s.weight is not None and not s.is_reg]
     if weighted and len(weighted) != len([s for s in sets if not s.is_reg]):
@@ -284,9 +286,19 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
     return DatasetConfig(sets, flavour, note)
 
 
-def _entry(raw: dict[str, Any], path: Path, where: str, *, needs_source: bool, given: dict | None = None) -> DataSet:
-    """One set (or ``general``) read: peer names translated, every key known, values coerced and ranged."""
+def _entry(
+    raw: dict[str, Any],
+    path: Path,
+    where: str,
+    *,
+    needs_source: bool,
+    given: dict | None = None,
+    keys: dict | None = None,
+) -> DataSet:
+    """One set (or ``general``) read: peer names translated, every key known, values coerced and ranged; its
+    messages name each option as the file does (``keys``: another trainer's names of its options)."""
     values: dict[str, Any] = {}
+    keys = dict(keys or {})
     raw = {k: v for k, v in raw.items() if not (k == "is_reg" and not v)}  # false: an ordinary set, the default
     if raw.get("instance_data_dir") and raw.get("train_data_dir") and raw["instance_data_dir"] != raw["train_data_dir"]:
         raise UserError(
@@ -298,6 +310,8 @@ def _entry(raw: dict[str, Any], path: Path, where: str, *, needs_source: bool, g
         if name in values and values[name] != value:
             raise UserError(f"{where} of the dataset config `{path}` gives `{name}` twice (as `{key}` too).")
         values[name] = value
+        if name != key:
+            keys.setdefault(name, str(key))
     _refuse_keys(values, path, where)
     if "instance_data_dir" in values:
         values.setdefault("train_data_dir", values.pop("instance_data_dir"))
@@ -317,10 +331,11 @@ def _entry(raw: dict[str, Any], path: Path, where: str, *, needs_source: bool, g
     return DataSet(
         name=str(values.get("name") or ""),
         options=options,
-        repeats=_number(values, "repeats", 1, int, where, path, low=1),
+        repeats=_number(values, "repeats", 1, int, where, path, low=1, keys=keys),
         weight=_number(values, "weight", None, float, where, path, low=0.0, open_low=True),
-        loss_weight=_number(values, "loss_weight", 1.0, float, where, path, low=0.0, open_low=True),
+        loss_weight=_number(values, "loss_weight", 1.0, float, where, path, low=0.0, open_low=True, keys=keys),
         is_reg=_flag(values, "is_reg", where, path),
+        keys=keys,
     )
 
 
@@ -381,8 +396,11 @@ def _refuse_keys(values: dict[str, Any], path: Path, where: str) -> None:
         )
 
 
-def _number(values: dict, key: str, default, kind: type, where: str, path: Path, *, low, open_low: bool = False):
-    """``values[key]`` as ``kind`` within its range (``default`` when absent); one paragraph otherwise."""
+def _number(
+    values: dict, key: str, default, kind: type, where: str, path: Path, *, low, open_low: bool = False, keys=None
+):
+    """``values[key]`` as ``kind`` within its range (``default`` when absent); one paragraph otherwise, naming the
+    key as the file does (``keys``) in its syntax."""
     if key not in values or values[key] is None:
         return default
     raw = values[key]
@@ -396,8 +414,9 @@ def _number(values: dict, key: str, default, kind: type, where: str, path: Path,
         number = None
     if number is None or not math.isfinite(number) or number < low or (open_low and number == low):
         bound = f"more than {low:g}" if open_low else f"{low:g} or more"
+        given = said((keys or {}).get(key, key), raw, toml=path.suffix.lower() == ".toml")
         raise UserError(
-            f"`{key}: {raw!r}` in {where} of the dataset config `{path}`: {SET_KEYS[key]}. Give a "
+            f"`{given}` in {where} of the dataset config `{path}`: {SET_KEYS[key]}. Give a "
             f"{'whole ' if kind is int else ''}number {bound}."
         )
     return number
@@ -493,7 +512,7 @@ def _check_dataset_config(cfg: TrainConfig) -> None:
         explicit = frozenset(data_set.options)
         probe = dataclasses.replace(cfg, **data_set.options, explicit=explicit)
         where = f"data set {i} of {path}"
-        check_applies(probe, lambda name: f"`{name}` in {where}")  # noqa: B023 (called before the next set)
+        check_applies(probe, lambda name: f"`{data_set.keys.get(name, name)}` in {where}")  # noqa: B023 (this set)
         _check_frame_sizes(cfg, data_set, f"data set {i} (`{data_set.name}`) of {path}")
 
 

@@ -31,6 +31,7 @@ from dit_lora.config.dataset_config import (
     source_flags,
 )
 from dit_lora.config.lycoris_args import network_args_values
+from dit_lora.config.peer_datasets import toml_config_message
 from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
 from dit_lora.config.values import base_type, coerce, field_type, option_field, range_message, unknown_options_message
@@ -83,10 +84,17 @@ def _read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"The config file `{path}` (from --config) does not exist. Check the path.")
+    text = path.read_text()
+    toml = toml_config_message(path, text, suffix_only=True)  # musubi-tuner's dataset TOML: --dataset_config's
+    if toml:
+        raise UserError(toml)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as err:
-        raise UserError(f"The config file `{path}` is not valid YAML ({err}). Fix the syntax at the position shown.")
+        raise UserError(
+            toml_config_message(path, text, suffix_only=False)
+            or f"The config file `{path}` is not valid YAML ({err}). Fix the syntax at the position shown."
+        ) from None
     if not isinstance(data, dict):
         raise UserError(f"The config file `{path}` must be a mapping of option: value, not {type(data).__name__}.")
     if _is_ai_toolkit(data):

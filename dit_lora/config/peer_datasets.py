@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import math
+import tomllib
+from pathlib import Path
 from typing import Any
 
 from dit_lora.core.errors import UserError
@@ -113,13 +115,50 @@ def expand_subsets(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return [{**shared, **sub} for sub in subsets if isinstance(sub, dict)]
 
 
+#: the file's keys each translated option comes from (the first the set gives), by flavour: what messages call it
+THEIR_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    MUSUBI: {
+        "train_data_dir": ("image_directory", "video_directory", "image_dir"),
+        "repeats": ("num_repeats",),
+        "resolution": ("resolution",),
+        "aspect_buckets": ("resolution",),
+        "width": ("resolution",),
+        "height": ("resolution",),
+        "frame_buckets": ("target_frames", "max_frames", "resolution"),
+        "frame_sampling": ("frame_extraction",),
+    },
+    AI_TOOLKIT: {
+        "train_data_dir": ("folder_path",),
+        "repeats": ("num_repeats",),
+        "loss_weight": ("loss_multiplier",),
+        "caption_extension": ("caption_ext",),
+        "max_num_frames": ("num_frames",),
+        "resolution": ("resolution",),
+        "width": ("resolution",),
+        "height": ("resolution",),
+        "frame_sampling": ("shrink_video_to_frames", "num_frames"),
+    },
+}
+
+
+def their_keys(translated: dict[str, Any], entry: dict[str, Any], flavour: str) -> dict[str, str]:
+    """Each option of ``translated`` that the ``flavour`` set ``entry`` gives under another name: that name."""
+    out = {}
+    for option in translated:
+        found = [key for key in THEIR_KEYS[flavour].get(option, ()) if key in entry]
+        if found and found[0] != option:
+            out[option] = found[0]
+    return out
+
+
 def translate(
     entry: dict[str, Any], flavour: str, *, video: bool, where: str, own: frozenset[str] = frozenset()
-) -> tuple[list[dict], list[str]]:
+) -> tuple[list[tuple[dict, dict]], list[str]]:
     """One set of a ``flavour`` file as dit-lora's set(s) (an ai-toolkit list of resolutions is one set per
-    resolution, as ai-toolkit splits it) and the ``key (why)`` notes of what was left out. A key in ``own``
-    (dit-lora's own set keys, e.g. ``weight`` added to a musubi-tuner file) passes through as it is; one that a
-    translated key also sets is refused. A refused key set to false or null is its default, nothing to refuse."""
+    resolution, as ai-toolkit splits it), each with the file's names of its options (:func:`their_keys`), and the
+    ``key (why)`` notes of what was left out. A key in ``own`` (dit-lora's own set keys, e.g. ``weight`` added to a
+    musubi-tuner file) passes through as it is; one that a translated key also sets is refused. A refused key set
+    to false or null is its default, nothing to refuse."""
     refused = [k for k in entry if k in REFUSED and entry[k]]
     if refused:
         raise UserError(f"{where} gives `{refused[0]}`: {REFUSED[refused[0]]}.")
@@ -140,12 +179,14 @@ def translate(
         raise UserError(
             f"{where}: a size or frame count of this {flavour} set is not a whole number ({theirs!r}); fix the value."
         ) from None
+    named = []
     for translated in sets:
         clash = sorted(set(translated) & set(kept))
         if clash:
             raise UserError(f"{where} gives `{clash[0]}` and also {flavour}'s key that means it; keep one of the two.")
+        named.append((translated, their_keys(translated, theirs, flavour)))
         translated.update(kept)
-    return sets, notes
+    return named, notes
 
 
 #: musubi-tuner's ``frame_extraction`` values: each takes runs of consecutive frames (its docs' diagrams)
@@ -409,6 +450,34 @@ def _ai_toolkit(entry: dict[str, Any], *, video: bool, sampling: bool = True) ->
         return [{**out, **sized(sizes[0])}]
     base = out.get("name") or str(out.get("train_data_dir", "set")).rstrip("/").rsplit("/", 1)[-1]
     return [{**out, **sized(size), "name": f"{base}@{size}"} for size in sizes]
+
+
+def toml_config_message(path: Path, text: str, *, suffix_only: bool) -> str | None:
+    """The paragraph for a TOML file given as the run's ``--config`` (a YAML file), or None when ``text`` is not
+    TOML (``suffix_only``: judged by its ``.toml`` suffix alone, else by whether it parses as TOML): a dataset
+    config (musubi-tuner's or kohya's ``[[datasets]]``, or dit-lora's own) is read with --dataset_config."""
+    named_toml = path.suffix.lower() == ".toml"
+    if suffix_only and not named_toml:
+        return None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        if not named_toml:
+            return None
+        data = {}  # a broken TOML file is still no YAML run config
+    if isinstance(data.get("datasets"), list):
+        return (
+            f"The config file `{path}` (from --config) is a TOML dataset config (`[[datasets]]` tables, as "
+            "musubi-tuner and kohya's sd-scripts write them), not a run config: --config reads dit-lora's YAML, one "
+            f"`option: value` per line. Pass it as --dataset_config {path} (its sets are read as they are, what has no "
+            "counterpart named), with the run's options as flags or in a YAML --config; docs/guides/migrating.md maps "
+            "musubi-tuner's flags."
+        )
+    return (
+        f"The config file `{path}` (from --config) is TOML; --config reads dit-lora's YAML run config, one `option: "
+        "value` per line, the same names as its --flags. Rewrite it as YAML; a TOML list of data sets "
+        f"(`[[datasets]]`) is read with --dataset_config {path}."
+    )
 
 
 def ignored_paragraph(path, flavour: str, notes: list[str]) -> str | None:

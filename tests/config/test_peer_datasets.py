@@ -280,3 +280,33 @@ def test_the_guide_refuses_what_the_translation_refuses_and_reads_is_reg_as_it_d
     toml = tmp_path / "reg.toml"
     toml.write_text('[[datasets]]\nimage_directory = "me"\n[[datasets]]\nimage_directory = "reg"\nis_reg = true\n')
     assert [s.is_reg for s in read_dataset_config(toml).sets] == [False, True]
+
+
+def test_errors_name_the_users_own_keys_in_the_files_syntax(tmp_path):
+    toml = tmp_path / "zero.toml"
+    toml.write_text('[[datasets]]\nimage_directory = "a"\nnum_repeats = 0\n')
+    with pytest.raises(UserError, match=r"^`num_repeats = 0` in data set 1 \(of 1\) of the dataset config"):
+        read_dataset_config(toml)
+    with pytest.raises(UserError, match=r"^`loss_multiplier: -1` in data set 1"):
+        read_dataset_config(_job(tmp_path, [{"folder_path": "/d", "loss_multiplier": -1}]))
+    (one,) = read_dataset_config(_job(tmp_path, [{"folder_path": "/d", "caption_ext": "txt", "num_repeats": 2}])).sets
+    assert one.keys == {"train_data_dir": "folder_path", "caption_extension": "caption_ext", "repeats": "num_repeats"}
+    native = tmp_path / "native.yaml"
+    native.write_text(yaml.safe_dump({"datasets": [{"image_directory": "a", "repeats": 2}]}))
+    assert read_dataset_config(native).sets[0].keys == {"train_data_dir": "image_directory"}
+
+
+def test_a_toml_given_as_the_run_config_is_sent_to_dataset_config(tmp_path):
+    from dit_lora.config import parse_config
+
+    toml = tmp_path / "musubi.toml"
+    toml.write_text('[general]\nresolution = [64, 64]\n\n[[datasets]]\nimage_directory = "a"\n')
+    with pytest.raises(UserError) as err:
+        parse_config(["--config", str(toml)])
+    text = str(err.value)
+    assert "is a TOML dataset config" in text and f"Pass it as --dataset_config {toml}" in text
+    assert "not valid YAML" not in text
+    renamed = tmp_path / "musubi.cfg"  # not named .toml: told by its content, once it is no YAML
+    renamed.write_text(toml.read_text())
+    with pytest.raises(UserError, match="is a TOML dataset config"):
+        parse_config(["--config", str(renamed)])

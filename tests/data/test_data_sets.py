@@ -310,3 +310,13 @@ def test_a_sets_caption_advice_names_its_own_key_which_wins_over_the_flag(tmp_pa
     assert text.startswith("Data set 1 (`img`) of the dataset config") and "paragraph below" not in text
     assert "The .txt files beside them are read with `caption_extension: .txt`." in text and "--caption" not in text
     assert "set `caption_extension: .txt` in the set to use them" in capsys.readouterr().out
+
+
+def test_a_peer_sets_listing_error_names_its_own_key(tmp_path):
+    path = tmp_path / "musubi.toml"
+    path.write_text(f'[[datasets]]\nimage_directory = "{tmp_path / "typo"}"\n')
+    cfg = parse_config(["--pretrained_model_name_or_path", "org/model", "--family", "sana", "--dataset_config",
+                        str(path)])
+    with pytest.raises(UserError) as err:
+        SetsMedia(cfg, get_spec("sana")).list_samples()
+    assert f'`image_directory = "{tmp_path / "typo"}"` does not exist' in " ".join(str(err.value).split())
