@@ -38,11 +38,11 @@ MUSUBI_MARKS = (
 #: what dit-lora leaves out of a musubi-tuner set, with why
 MUSUBI_IGNORED = {
     "batch_size": "the batch size is the run's --train_batch_size",
-    "bucket_no_upscale": "images and clips are resized to cover their bucket (no no-upscale mode)",
-    "cache_directory": "one latent cache for the run, keyed by content (--cache_dir)",
-    "source_fps": "clips are read at their own frame rate (musubi-tuner drops frames to reach the model's)",
-    "target_fps": "clips are read at their own frame rate (musubi-tuner drops frames to reach it)",
-    "class_tokens": "a file without a caption is left out and named (instance_prompt captions every file)",
+    "bucket_no_upscale": "images and clips are resized to cover their bucket: no no-upscale mode",
+    "cache_directory": "one latent cache for the run, keyed by content: --cache_dir",
+    "source_fps": "clips are read at their own frame rate; musubi-tuner drops frames to reach the model's",
+    "target_fps": "clips are read at their own frame rate; musubi-tuner drops frames to reach it",
+    "class_tokens": "a file without a caption is left out and named; instance_prompt captions every file",
     "flip_aug": "flips hold for the whole run: --random_flip",
     "keep_tokens": "captions are not shuffled",
     "shuffle_caption": "captions are not shuffled",
@@ -50,17 +50,17 @@ MUSUBI_IGNORED = {
 
 #: what dit-lora leaves out of an ai-toolkit dataset, with why
 AI_TOOLKIT_IGNORED = {
-    "default_caption": "a file without a caption is left out and named (instance_prompt captions every file)",
+    "default_caption": "a file without a caption is left out and named; instance_prompt captions every file",
     "shuffle_tokens": "captions are not shuffled",
     "keep_tokens": "captions are not shuffled",
-    "token_dropout_rate": "captions are read whole (no dropout of their comma-separated tokens)",
+    "token_dropout_rate": "captions are read whole: no dropout of their comma-separated tokens",
     "caption_dropout_rate": "caption dropout holds for the whole run: --caption_dropout_probability",
     "flip_x": "flips hold for the whole run: --random_flip",
     "flip_y": "no vertical flips",
-    "cache_latents": "latents are cached to disk by default (--cache_latents)",
-    "cache_latents_to_disk": "latents are cached to disk by default (--cache_latents)",
+    "cache_latents": "latents are cached to disk by default: --cache_latents",
+    "cache_latents_to_disk": "latents are cached to disk by default: --cache_latents",
     "cache_text_embeddings": "caption embeddings are cached with the latents",
-    "buckets": "images take aspect-ratio buckets by default (--aspect_buckets auto)",
+    "buckets": "images take aspect-ratio buckets by default: --aspect_buckets auto",
     "bucket_tolerance": "buckets step by the model's stride",
     "network_weight": "the adapter trains at its one strength",
     "num_workers": "the run's --dataloader_num_workers",
@@ -68,7 +68,7 @@ AI_TOOLKIT_IGNORED = {
     "do_i2v": "the family's task decides image-to-video",
     "do_t2v": "the family's task decides image-to-video",
     "do_audio": "a family with audio reads the clip's own track",
-    "mask_path": "masks are read beside the images with --masked_loss (a `_mask` file per image)",
+    "mask_path": "masks are read beside the images with --masked_loss, a `_mask` file per image",
 }
 
 #: keys that would train something else than the set asks: refused, with what to do
@@ -216,7 +216,7 @@ def _musubi_dropped(entry: dict[str, Any], *, video: bool, where: str) -> list[s
         return [f"`{k}` (an image family reads no clips)" for k in frame_keys if k in entry]
     notes = _musubi_bucket_notes(entry)
     extraction = _extraction(entry, where) if "video_directory" in entry or "frame_extraction" in entry else "head"
-    one = "dit-lora trains one run per clip, its first frames (--frame_sampling first), at the clip's own speed"
+    one = "dit-lora trains one run per clip, its first frames, at the clip's own speed: --frame_sampling first"
     if extraction == "chunk":
         notes.append(f"`frame_extraction = 'chunk'` (musubi-tuner trains every run of N consecutive frames; {one})")
     elif extraction == "slide":
@@ -490,8 +490,8 @@ def ignored_paragraph(path, flavour: str, notes: list[str]) -> str | None:
     )
     if not notes and not only:
         return None
-    left = f" left out: {'; '.join(dict.fromkeys(notes))}." if notes else ""
+    left = f"; left out: {'; '.join(dict.fromkeys(notes))}" if notes else ""
     return (
-        f"dataset config `{path}` ({flavour}'s): read as dit-lora's sets;{left}{only} See docs/guides/migrating.md "
+        f"dataset config `{path}` ({flavour}'s): read as dit-lora's sets{left}.{only} See docs/guides/migrating.md "
         "for the mapping."
     )

@@ -65,11 +65,13 @@ def nearest_bucket(height: int, width: int, buckets: Sequence[Size]) -> Size:
 def cropped_share(height: int, width: int, bucket: Size) -> float:
     """The share of a ``width`` x ``height`` picture's area that a cover-resize to ``bucket`` and its crop cut off.
 
-    0.0 when the aspect ratios match; a 200 x 50 image in a square bucket loses 0.75.
+    0.0 when the aspect ratios match; a 200 x 50 image in a square bucket loses 0.75. Rounded to 9 decimals, so
+    that an exact share stays exact: a 96 x 64 image in an 80 x 48 bucket loses 0.1, not 0.10000000000000009 (which
+    was counted among those losing "more than 10%").
     """
     bucket_h, bucket_w = bucket
     scale = max(bucket_h / height, bucket_w / width)
-    return max(0.0, 1.0 - (bucket_h * bucket_w) / (height * scale * width * scale))
+    return round(max(0.0, 1.0 - (bucket_h * bucket_w) / (height * scale * width * scale)), 9)
 
 
 def format_size(size: Size) -> str:

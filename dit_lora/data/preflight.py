@@ -469,7 +469,7 @@ def summarize(rows: Sequence[SampleCheck], *, max_bad_samples_fraction: float | 
     what = (
         f"{len(samples)} sample(s)"
         if listed == len(samples)
-        else f"{len(samples)} file(s) ({listed} samples per epoch with kohya repeats)"
+        else f"{len(samples)} file(s) ({listed} samples per epoch with repeats)"
     )
     text = f"{what}: {counts[OK]} ok, {counts[WARN]} warning(s), {counts[BLOCK]} blocking"
     masked = Counter(r.mask for r in samples if r.mask is not None)

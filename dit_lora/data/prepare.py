@@ -268,7 +268,7 @@ class ImageMedia:
             log(f"aspect buckets: {self.square_reason}")
         # Files, not kohya copies: a copy has its file's bucket and crop (repeats are said where folders are listed).
         files = [(s, c) for s, c in zip(samples, chosen) if getattr(s, "repeat", 0) == 0]
-        counted = "" if len(files) == len(samples) else ", each file once whatever its kohya repeats"
+        counted = "" if len(files) == len(samples) else ", each file once whatever its repeats"
         log(f"images per bucket ({self.buckets_text}{counted}):")
         for line in aspect.bucket_table([b for _, (b, _) in files]):
             log(line)
@@ -518,7 +518,7 @@ def _screened_samples(cfg: TrainConfig, media, accelerator, log) -> tuple[list, 
     # every caption file that is not UTF-8 in one paragraph (check-data shows each as a row instead)
     refuse_unreadable_captions(samples, _source(cfg))
     total = len(set(copy_of(samples)))
-    counted = "training samples" if total == len(samples) else "training files (their kohya repeats are not counted)"
+    counted = "training samples" if total == len(samples) else "training files (their repeats are not counted)"
     left_out = _LeftOut(
         total, counted, Path(cfg.training.output_dir) / QUARANTINE_FILE, cfg.data.max_bad_samples_fraction
     )

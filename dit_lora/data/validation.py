@@ -323,15 +323,13 @@ def screen(
         log(f"... and {len(bad) - MAX_LOGGED_BAD} more")
     total = len(listed)  # files (first copies), not kohya repeats
     if bad:
-        copies = (
-            f" ({sum(repeats)} of {len(samples)} samples per epoch with kohya repeats)" if total < len(samples) else ""
-        )
+        copies = f" ({sum(repeats)} of {len(samples)} samples per epoch with repeats)" if total < len(samples) else ""
         log(
             f"skipped {len(bad)} of {total} {'files' if total < len(samples) else 'samples'}{copies}: "
             f"{skipped_by_reason(bad, skipped_as)}; {total - len(bad)} remain"
         )
     if raise_on_fraction:
-        counted = f"{what} (files; their kohya repeats are not counted)" if total < len(samples) else what
+        counted = f"{what} (files; their repeats are not counted)" if total < len(samples) else what
         error = bad_fraction_error(
             [(s.key, p) for s, p in bad], total, max_bad_samples_fraction, what=counted, failed=failed
         )

@@ -471,7 +471,7 @@ class VideoMedia:
         )
         files = [s for s in good if s.repeat == 0]  # a kohya copy shares its file's bucket: tables count files
         if len(files) < len(good):
-            log(f"the clip table counts files: {len(good)} samples per epoch with kohya repeats")
+            log(f"the clip table counts files: {len(good)} samples per epoch with repeats")
         for line in bucket_table(self.all_buckets(samples), files, automatic=self.automatic):
             log(line)
         for line in frame_sampling_lines(files, self.cfg.video.frame_sampling, self.model_fps):

@@ -174,7 +174,7 @@ def test_a_typo_of_a_key_that_maps_is_refused_and_the_job_says_what_it_reads(tmp
     with pytest.raises(UserError, match="the key `folder_pth`: did you mean `folder_path`"):
         read_dataset_config(_job(tmp_path, [{"folder_pth": "/d"}]))
     note = read_dataset_config(_job(tmp_path, [{"folder_path": "/d"}])).note
-    assert note is not None and "Only the job's `datasets` are read" in note
+    assert note is not None and "read as dit-lora's sets. Only the job's `datasets` are read" in note
 
 
 def test_several_target_frames_are_buckets_and_said_so(tmp_path):

@@ -69,6 +69,12 @@ def test_cropped_share():
     assert cropped_share(300, 400, (64, 64)) == pytest.approx(0.25)
 
 
+def test_a_crop_of_exactly_ten_percent_is_not_more_than_ten_percent():
+    # 96 x 64 into 80 x 48 cuts 10.0%: the float 0.10000000000000009 was counted as "more than 10%"
+    share = cropped_share(64, 96, (48, 80))
+    assert share == 0.1 and crop_line([("img1.png", share)]) is None
+
+
 def test_no_bucket_smaller_than_one_stride():
     with pytest.raises(ValueError):
         aspect_buckets(100, 32)

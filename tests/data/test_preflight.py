@@ -640,4 +640,4 @@ def test_check_data_decodes_a_kohya_repeated_image_once(tmp_path, monkeypatch):
     table = preflight.format_table(rows, show_ok=True).splitlines()
     assert "repeats" in table[0] and len(table) == 4  # header, rule, one row per file
     assert table[2].split() == ["ok", "4_sks/a.png", "sample", "4"] and table[3].split() == ["ok", "b.png", "sample", "1"]
-    assert preflight.summarize(rows).startswith("2 file(s) (5 samples per epoch with kohya repeats): 2 ok,")
+    assert preflight.summarize(rows).startswith("2 file(s) (5 samples per epoch with repeats): 2 ok,")

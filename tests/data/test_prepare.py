@@ -235,7 +235,7 @@ def test_the_image_bucket_table_counts_a_kohya_file_once(tmp_path, capsys):
     data = prepare_data(config(tmp_path, tmp_path / "data", resolution=32), bucketed_pooling(), None, accelerator())
     assert len(data) == 10  # 2 files x 5 repeats
     out = capsys.readouterr().out
-    assert ", each file once whatever its kohya repeats):" in out
+    assert ", each file once whatever its repeats):" in out
     table = [line.split() for line in out[out.index("bucket (WxH)"):].splitlines()]
     assert ["32x32", "1", "50.0%"] in table and ["64x16", "1", "50.0%"] in table
 

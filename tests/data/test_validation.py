@@ -108,7 +108,7 @@ def test_kohya_repeats_are_decoded_quarantined_and_counted_once(tmp_path, monkey
     assert quarantine == [{"key": "10_sks/bad.png", "reason": quarantine[0]["reason"], "repeats": 10}]
     skipped = [line for line in log if line.startswith("skipping ")]
     assert len(skipped) == 1 and skipped[0].endswith("(listed 10 times: kohya N_words/ repeats)")
-    assert "skipped 1 of 3 files (10 of 21 samples per epoch with kohya repeats)" in log.text
+    assert "skipped 1 of 3 files (10 of 21 samples per epoch with repeats)" in log.text
     with pytest.raises(UserError) as err:
         validate_samples(samples, max_bad_samples_fraction=0.3, log=Log())
-    assert "1 of 3 training images (files; their kohya repeats are not counted) (33.3%)" in str(err.value)
+    assert "1 of 3 training images (files; their repeats are not counted) (33.3%)" in str(err.value)

@@ -671,7 +671,7 @@ def test_kohya_clip_copies_are_encoded_once_and_a_bad_clip_quarantined_once(tmp_
     assert data.quarantine == [{"key": "3_clipword/broken.mp4", "reason": data.quarantine[0]["reason"], "repeats": 3}]
     with pytest.raises(UserError) as err:
         prepare_data(_cfg(tmp_path, cfg.data.train_data_dir, max_bad_samples_fraction=0.3), FakeVideoFamily(), None, _acc())
-    assert "1 of 3 training files (their kohya repeats are not counted) (33.3%)" in str(err.value)
+    assert "1 of 3 training files (their repeats are not counted) (33.3%)" in str(err.value)
 
 
 def test_kohya_clip_copies_never_land_on_two_ranks(tmp_path, monkeypatch):
@@ -776,6 +776,6 @@ def test_kohya_clip_copies_are_counted_once_in_the_clip_table(tmp_path):
     lines: list[str] = []
     good = media.screen(media.list_samples(), log=lines.append, quarantine=[])
     assert len(good) == 6  # 2 clips x 3 repeats still train
-    assert "the clip table counts files: 6 samples per epoch with kohya repeats" in lines
+    assert "the clip table counts files: 6 samples per epoch with repeats" in lines
     assert "  9x32x32 (32x32 px, aspect 1.00): 2" in lines  # the files, not their 6 copies
     assert "clips cropped by more than 10% to fit their bucket: 0 of 2" in lines
