@@ -224,10 +224,15 @@ class ImageMedia:
                 if row.what == "sample" and row.key in without:
                     row.status = preflight.BLOCK
                     row.problem = "; ".join(filter(None, [f"no mask (--masked_loss; {masks.LOOKED_FOR})", row.problem]))
+        # one row per file (a repeat's copies folded into it): each sample takes its own file's row, never the
+        # next in line (zipped, the copies shifted every later sample onto another file's bucket and cache entry)
+        of_file = {r.key: r for r in rows if r.what == "sample"}
         bucketed = [
             dataclasses.replace(s, bucket=r.bucket)
-            for s, r in zip(samples, rows)
-            if r.bucket is not None and r.status != preflight.BLOCK  # a run quarantines it: never held out, cached
+            for s in samples
+            if (r := of_file.get(s.key)) is not None
+            and r.bucket is not None
+            and r.status != preflight.BLOCK  # a run quarantines it: never held out, cached
         ]
         return rows, bucketed, None
 

@@ -240,6 +240,20 @@ def test_the_image_bucket_table_counts_a_kohya_file_once(tmp_path, capsys):
     assert ["32x32", "1", "50.0%"] in table and ["64x16", "1", "50.0%"] in table
 
 
+def test_check_data_gives_each_repeated_sample_its_own_files_bucket(tmp_path):
+    # the rows fold a file's copies into one: zipped with the samples, a copy took the next file's bucket, so
+    # check-data looked for the wrong cache entries (1 found where training found every one)
+    for name, size in (("sq.png", (32, 32)), ("wide.png", (64, 16)), ("tall.png", (16, 64))):
+        make_image(tmp_path / "data" / "3_sks" / name, size=size)
+    media = ImageMedia(config(tmp_path, tmp_path / "data", resolution=32), bucketed_pooling())
+    samples = media.list_samples()
+    rows, usable, _ = media.check(samples, log=lambda line: None)
+    assert len(rows) == 3 and len(usable) == 9
+    of_file = {r.key: r.bucket for r in rows}
+    assert len(set(of_file.values())) == 3  # three shapes, three buckets
+    assert all(s.bucket == of_file[s.key] for s in usable)
+
+
 def test_every_caption_file_that_is_not_utf8_stops_the_run_in_one_paragraph(tmp_path):
     """Training's side of the issue's finding (reported one file per run): all three encodings named at once."""
     from data_files import bad_caption_folder
