@@ -106,15 +106,17 @@ def set_configs(cfg: TrainConfig, *, video: bool = False) -> list[TrainConfig]:
 def sample_config(cfg: TrainConfig, spec: FamilySpec) -> tuple[TrainConfig, str | None]:
     """The config the validation samples are made with, and the line saying their size (None without a dataset
     config). The run's size when the user gave one (--max_num_frames/--height/--width/--frame_buckets for clips,
-    --resolution for images); else that of the first set (not the class images) giving its own: its bucket of the
-    most tokens, or its resolution; else the run's (the checkpoint's default)."""
+    --resolution for images); else that of the first set (not the class images) giving its own, one giving a frame
+    count first (a set of images in a video family gives none): its bucket of the most tokens, or its resolution;
+    else the run's (the checkpoint's default)."""
     if not cfg.data.dataset_config:
         return cfg, None
     video = spec.video_frames is not None
     names = (*FRAME_SIZES, "frame_buckets") if video else ("resolution",)
     given = [n for n in names if cfg.is_set(n) and cfg.option(n) is not None]
     sets = [] if given else [s for s in run_sets(cfg, video=video)[0] if not s.is_reg]
-    chosen = next((s for s in sets if any(s.options.get(n) is not None for n in names)), None)
+    frames = [s for s in sets if s.options.get("frame_buckets") or s.options.get("max_num_frames")]  # clips' own
+    chosen = next((s for s in [*frames, *sets] if any(s.options.get(n) is not None for n in names)), None)
     if chosen is not None:
         why = f"data set `{chosen.name}`'s size: the run gives no {'/'.join(f'--{n}' for n in names)} of its own"
     else:
@@ -123,11 +125,11 @@ def sample_config(cfg: TrainConfig, spec: FamilySpec) -> tuple[TrainConfig, str 
         size = chosen.options["resolution"] if chosen is not None else cfg.data.resolution
         sized = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, resolution=size))
         return sized, f"validation samples: {size} x {size} px ({why})"
-    frames = fallback.require(spec, "video_frames", "Video data")
+    task = fallback.require(spec, "video_frames", "Video data")
     if chosen is None:
-        f, h, w = frames.video_buckets(cfg)[0]
+        f, h, w = task.video_buckets(cfg)[0]
         return cfg, f"validation samples: {f}x{h}x{w} (frames x height x width; {why})"
-    f, h, w = most_tokens(frames.video_buckets(set_config(cfg, chosen)))
+    f, h, w = most_tokens(task.video_buckets(set_config(cfg, chosen)))
     bucket = dataclasses.replace(cfg.video, max_num_frames=None, height=None, width=None, frame_buckets=f"{f}x{h}x{w}")
     return dataclasses.replace(cfg, video=bucket), f"validation samples: {f}x{h}x{w} (frames x height x width; {why})"
 

@@ -262,11 +262,12 @@ class _Clips:
 
 def test_the_validation_samples_take_a_sets_size_when_the_run_gives_none_and_say_it(tmp_path):
     path = tmp_path / "sets.yaml"
-    path.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": "img"}, {"train_data_dir": "clips", "name": "clips",
-                                                                            "frame_buckets": "1x64x64,9x64x48"}]}))
+    path.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": "img", "height": 64, "width": 64},
+                                                 {"train_data_dir": "clips", "frame_buckets": "1x64x64,9x64x48"}]}))
     base = ["--pretrained_model_name_or_path", "org/model", "--family", "wan", "--dataset_config", str(path)]
     spec = SimpleNamespace(video_frames=_Clips())
-    # unset sizes (a recipe's cleared with "") are no size: not the checkpoint's 81x480x832, the set's largest bucket
+    # unset sizes (a recipe's cleared with "") are no size: not the checkpoint's 81x480x832, the largest bucket of
+    # the first set giving its frames (a set of images gives none: 81x64x64 would be the checkpoint's count)
     cfg = parse_config([*base, "--height", "", "--width", ""])
     sized, line = sample_config(cfg, spec)
     assert sized.video.frame_buckets == "9x64x48" and sized.video.height is None
@@ -277,7 +278,8 @@ def test_the_validation_samples_take_a_sets_size_when_the_run_gives_none_and_say
     assert sized is cfg and line.startswith("validation samples: 5x32x32") and "the run's --max_num_frames" in line
     # the run's sizes yield to the set's own buckets for that set only
     img, clips = read_data_sets(path)
-    assert set_config(cfg, clips).video.height is None and set_config(cfg, img).video.height == 32
+    assert set_config(cfg, clips).video.height is None and set_config(cfg, clips).video.max_num_frames is None
+    assert (set_config(cfg, img).video.max_num_frames, set_config(cfg, img).video.height) == (5, 64)
     images = tmp_path / "images.yaml"
     images.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": "a", "resolution": 32}]}))
     cfg = parse_config(["--pretrained_model_name_or_path", "org/model", "--family", "sana", "--dataset_config",
