@@ -115,28 +115,17 @@ def expand_subsets(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return [{**shared, **sub} for sub in subsets if isinstance(sub, dict)]
 
 
-#: the file's keys each translated option comes from (the first the set gives), by flavour: what messages call it
+#: the file's keys each translated option comes from with the same value (the first the set gives), by flavour:
+#: what messages call the option (an option whose value differs from its source's, as `frame_buckets` from
+#: `target_frames`, keeps its own name: a set of that file may give it too)
 THEIR_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
-    MUSUBI: {
-        "train_data_dir": ("image_directory", "video_directory", "image_dir"),
-        "repeats": ("num_repeats",),
-        "resolution": ("resolution",),
-        "aspect_buckets": ("resolution",),
-        "width": ("resolution",),
-        "height": ("resolution",),
-        "frame_buckets": ("target_frames", "max_frames", "resolution"),
-        "frame_sampling": ("frame_extraction",),
-    },
+    MUSUBI: {"train_data_dir": ("image_directory", "video_directory", "image_dir"), "repeats": ("num_repeats",)},
     AI_TOOLKIT: {
         "train_data_dir": ("folder_path",),
         "repeats": ("num_repeats",),
         "loss_weight": ("loss_multiplier",),
         "caption_extension": ("caption_ext",),
         "max_num_frames": ("num_frames",),
-        "resolution": ("resolution",),
-        "width": ("resolution",),
-        "height": ("resolution",),
-        "frame_sampling": ("shrink_video_to_frames", "num_frames"),
     },
 }
 

@@ -14,9 +14,11 @@ import json
 import re
 from collections.abc import Collection, Mapping
 
-#: ``--option``, an optional value after it (quoted, a path, an extension or a number: not a word of the sentence),
-#: and an optional ``pass `` before it (a flag is passed, a key is set)
-_FLAG = re.compile(r"(?P<pass>pass )?--(?P<name>\w+)(?: (?P<value>'[^']*'|\"[^\"]*\"|[./~\d][^\s,;)]*))?")
+#: ``--option``, an optional value after it (quoted, a path, an extension or a number; a word only when it is one of
+#: the option's choices, else it is the sentence's), and an optional ``pass `` before it (a flag is passed, a key set)
+_FLAG = re.compile(
+    r"(?P<pass>pass )?--(?P<name>\w+)(?: (?:(?P<value>'[^']*'|\"[^\"]*\"|[./~\d][^\s,;)]*)|(?P<word>[A-Za-z_]\w*)))?"
+)
 
 
 def said(key: str, value: object, *, toml: bool) -> str:
@@ -24,16 +26,28 @@ def said(key: str, value: object, *, toml: bool) -> str:
     return f"{key} = {json.dumps(value)}" if toml else f"{key}: {value}"
 
 
-def in_set_terms(text: str, options: Collection[str], keys: Mapping[str, str], *, toml: bool) -> str:
+def in_set_terms(
+    text: str,
+    options: Collection[str],
+    keys: Mapping[str, str],
+    *,
+    toml: bool,
+    choices: Mapping[str, Collection[str]] | None = None,
+) -> str:
     """``text`` with each ``--option [value]`` of ``options`` (a set's options) named as the set's file writes it:
-    its key (``keys``: the file's name of an option, where it is not the option's), its value in the file's syntax,
-    and ``pass --option value`` as ``set `key = value` in the set``."""
+    its key (``keys``: the file's name of an option, where it is not the option's), its value in the file's syntax
+    (``choices``: the words an option takes as its value), and ``pass --option value`` as ``set `key = value` in
+    the set``."""
 
     def named(match: re.Match[str]) -> str:
-        name, value = match["name"], match["value"]
+        name, value, word = match["name"], match["value"], match["word"]
         if name not in options:
             return match[0]
         key = keys.get(name, name)
+        if word is not None and word in (choices or {}).get(name, ()):
+            value = word
+        elif word is not None:  # the sentence's word, not a value
+            return f"{match['pass'] or ''}`{key}` {word}"
         if value is None:
             return f"{match['pass'] or ''}`{key}`"
         tail = ""

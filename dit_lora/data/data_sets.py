@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.config.dataset_config import FRAME_SIZES, SET_OPTIONS, DataSet, read_dataset_config
+from dit_lora.config.sections import config_fields
 from dit_lora.config.set_keys import in_set_terms
 from dit_lora.contract import spec as fallback
 from dit_lora.core.errors import UserError
@@ -56,6 +57,9 @@ def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
     explicit = None if cfg.explicit is None else cfg.explicit | set(data_set.options)
     return dataclasses.replace(cfg, **values, explicit=explicit)
 
+
+#: the words a set option takes as its value (its choices), which a message names after it
+_SET_CHOICES = {f.name: tuple(f.metadata["choices"]) for f in config_fields() if f.metadata.get("choices")}
 
 #: the name of the class images' set that --with_prior_preservation adds (its samples' keys start `class/`)
 CLASS_SET = "class"
@@ -298,7 +302,8 @@ class SetsMedia:
         data_set = self.sets[k]
         if not path or (data_set.is_reg and self.cfg.data.with_prior_preservation):
             return text
-        return in_set_terms(text, SET_OPTIONS, data_set.keys, toml=str(path).lower().endswith(".toml"))
+        toml = str(path).lower().endswith(".toml")
+        return in_set_terms(text, SET_OPTIONS, data_set.keys, toml=toml, choices=_SET_CHOICES)
 
     def _set_log(self, k: int, log: Callable[[str], Any]) -> Callable[[str], Any]:
         """``log`` for set ``k``'s handler: its lines in the set's terms (:meth:`_in_set_terms`)."""

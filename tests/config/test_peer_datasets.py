@@ -294,6 +294,8 @@ def test_errors_name_the_users_own_keys_in_the_files_syntax(tmp_path):
     native = tmp_path / "native.yaml"
     native.write_text(yaml.safe_dump({"datasets": [{"image_directory": "a", "repeats": 2}]}))
     assert read_dataset_config(native).sets[0].keys == {"train_data_dir": "image_directory"}
+    # an option whose value is not its source's keeps its own name (`frame_sampling`, never `frame_extraction`)
+    assert _clip_set(tmp_path, 'frame_extraction = "head"\n').sets[0].keys == {"train_data_dir": "video_directory"}
 
 
 def test_a_toml_given_as_the_run_config_is_sent_to_dataset_config(tmp_path):

@@ -26,3 +26,12 @@ def test_pass_a_flag_is_set_the_key_in_the_set_and_run_options_stay_flags():
     assert in_set_terms("--train_data_dir or --resolution 512", OPTIONS, {}, toml=True) == (
         "`train_data_dir` or `resolution = 512`")
     assert said("num_repeats", 0, toml=True) == "num_repeats = 0" and said("repeats", 0, toml=False) == "repeats: 0"
+
+
+def test_a_word_is_a_value_only_among_the_options_choices():
+    line = "frame sampling first: ...; --frame_sampling uniform spreads them over the whole clip"
+    choices = {"frame_sampling": ("uniform", "first")}
+    assert in_set_terms(line, ["frame_sampling"], {}, toml=True, choices=choices) == (
+        'frame sampling first: ...; `frame_sampling = "uniform"` spreads them over the whole clip')
+    assert in_set_terms("--frame_sampling spreads", ["frame_sampling"], {}, toml=True, choices=choices) == (
+        "`frame_sampling` spreads")
