@@ -51,8 +51,8 @@ def in_set_terms(
         if value is None:
             return f"{match['pass'] or ''}`{key}`"
         tail = ""
-        if value[0] not in "'\"" and value.endswith(".") and len(value) > 1:  # the sentence's full stop
-            value, tail = value[:-1], "."
+        if value[0] not in "'\"" and value[-1] in ".:" and len(value) > 1:  # the sentence's full stop or colon
+            value, tail = value[:-1], value[-1]
         raw: object = value[1:-1] if value[0] in "'\"" else value
         if re.fullmatch(r"\d+", str(raw)):
             raw = int(str(raw))

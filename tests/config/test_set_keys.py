@@ -35,3 +35,9 @@ def test_a_word_is_a_value_only_among_the_options_choices():
         'frame sampling first: ...; `frame_sampling = "uniform"` spreads them over the whole clip')
     assert in_set_terms("--frame_sampling spreads", ["frame_sampling"], {}, toml=True, choices=choices) == (
         "`frame_sampling` spreads")
+
+
+def test_the_sentences_colon_after_a_value_stays_the_sentences():
+    line = "checking 4 sample(s) at resolution 64 (--aspect_buckets 64x64: every image cropped to 64x64) ..."
+    assert in_set_terms(line, ["aspect_buckets"], {}, toml=True) == (
+        'checking 4 sample(s) at resolution 64 (`aspect_buckets = "64x64"`: every image cropped to 64x64) ...')
