@@ -30,7 +30,13 @@ Documented exceptions, each visible in the code that needs it:
   copies pass there; value reads of device tensors and device-to-host copies are still refused);
 * :func:`deliberate` around a host read a code path cannot avoid (the guard's one read per step for a
   non-fused optimizer such as bitsandbytes' 8-bit AdamW, which takes its learning rate and step count
-  as host numbers).
+  as host numbers);
+* :func:`compiled_region` around a call into a ``torch.compile(fullgraph=True)`` graph inside the step
+  (torchao's low-bit AdamW update, :mod:`.lowbit_adam`): Dynamo does not compile under a Python mode, so the
+  watchers step aside for the call, after checking that every tensor it is given is the device's. What they
+  do not see inside: a full graph holds no ``.item()``, ``.tolist()`` or data-dependent shape (Dynamo refuses
+  to capture them unless ``capture_scalar_outputs`` or ``capture_dynamic_output_shape_ops`` is set, which
+  the region refuses), and on CUDA the sync debug mode stays on and sees the graph's kernels.
 
 Syncs that pass under an exception are counted by kind in :attr:`SyncAudit.passed`, so a test can
 assert *how many* syncs a step takes, not only that none is unexpected.
@@ -201,6 +207,7 @@ class SyncAudit:
         self.passed: collections.Counter[str] = collections.Counter()  # syncs let through by an exception
         self.steps = 0  # audited blocks (micro-batches) so far
         self.passed_in: collections.Counter[int] = collections.Counter()  # passed syncs per audited block (1-based)
+        self.compiled = 0  # calls into compiled graphs, which the Python watchers do not see inside (compiled_region)
         # On a CPU the audit tracks which tensors a GPU run would hold on the host (ids, weak references).
         self.tracking = self.device.type == "cpu"
         self._host: dict[int, weakref.ref[torch.Tensor]] = {}
@@ -303,4 +310,30 @@ def deliberate():
         yield
 
 
-__all__ = ["ENV_VAR", "HostSyncError", "SyncAudit", "deliberate"]
+@contextlib.contextmanager
+def compiled_region(*inputs: torch.Tensor):
+    """A call into a ``fullgraph=True`` compiled graph passes the running audit (see the module docstring): every
+    tensor in ``inputs`` (all the graph reads) must be the device's, and the audit's Python watchers step aside
+    during the call (counted in :attr:`SyncAudit.compiled`); on CUDA the sync debug mode stays on."""
+    audit = _ACTIVE[-1] if _ACTIVE else None
+    if audit is None or audit.paused:
+        yield
+        return
+    import torch._dynamo.config as dynamo_config
+
+    if dynamo_config.capture_scalar_outputs or dynamo_config.capture_dynamic_output_shape_ops:
+        audit._check("a compiled region that may capture .item() or a data-dependent shape")
+    for t in inputs:
+        if not audit._on_device(t):
+            audit._check("a host tensor into a compiled region", to_device=True)
+    from torch.overrides import _pop_mode_temporarily as pop_function_mode
+    from torch.utils._python_dispatch import _pop_mode_temporarily as pop_dispatch_mode
+
+    with pop_dispatch_mode() as dispatch, pop_function_mode() as function:
+        if not (isinstance(dispatch, _RefuseSyncs) and isinstance(function, _RefuseHostReads)):
+            raise RuntimeError("compiled_region: the audit's own modes are not the innermost ones")
+        audit.compiled += 1
+        yield
+
+
+__all__ = ["ENV_VAR", "HostSyncError", "SyncAudit", "compiled_region", "deliberate"]

@@ -106,6 +106,39 @@ def test_the_audit_catches_a_sync_on_the_cpu():
                 read()
 
 
+def test_a_compiled_graph_runs_under_the_audit_only_as_a_compiled_region_of_device_tensors():
+    """Dynamo does not compile under the audit's Python modes (torchao's low-bit AdamW update is a fullgraph graph):
+    compiled_region steps them aside for the call, counted, after refusing a host tensor among its inputs and a
+    Dynamo that would capture .item() into the graph; the watchers are back after it."""
+    import torch._dynamo.config as dynamo_config
+
+    from dit_lora.training.sync_audit import compiled_region
+
+    # two functions (code objects): dynamo does not try again a function it skipped under the modes
+    skipped = torch.compile(lambda x, y: (x * 2 + y).sum(), fullgraph=True, backend="eager")
+    graph = torch.compile(lambda x, y: (x * 3 + y).sum(), fullgraph=True, backend="eager")
+    audit = SyncAudit(torch.device("cpu"), enabled=True)
+    x = torch.ones(3)
+    with audit.step():
+        y = torch.zeros(3, device=x.device)
+        with pytest.raises(RuntimeError, match="no compiled frames"):
+            skipped(x, y)
+        with compiled_region(x, y):
+            assert graph(x, y).numel() == 1
+        host = torch.zeros(3)  # made in the step without a device: a GPU run's host tensor
+        with pytest.raises(HostSyncError, match="host tensor into a compiled region"), compiled_region(x, host):
+            pass
+        # dynamo's own patch: pytest's monkeypatch would delete the option on undo (torch's config hides it)
+        with dynamo_config.patch(capture_scalar_outputs=True):
+            with pytest.raises(HostSyncError, match="may capture .item()"), compiled_region(x, y):
+                pass
+        with pytest.raises(HostSyncError):
+            x.sum().item()
+    assert audit.compiled == 1 and not audit.passed
+    with compiled_region(x, host):  # no audit running: nothing to step aside
+        pass
+
+
 def _toy_step():
     """A model's forward and backward as a step runs them: (loss, a parameter, the host batch)."""
     torch.manual_seed(0)
