@@ -4,8 +4,12 @@ Every dit-lora command imports PEFT, which imports bitsandbytes when it is insta
 bitsandbytes then logs (its logger ``bitsandbytes.backends.cpu.ops``, at import) that it could not fetch an optional
 4-bit kernel from the Hub. dit-lora never uses that kernel (an nf4 base on a CPU computes with bitsandbytes' own
 code), so the line only alarms. ``dit-lora launch`` with no launch options got accelerate's list of defaulted
-options, which says ``--mixed_precision`` is 'no' while the run trains in bf16 (:data:`ACCELERATE_DEFAULTS_NOTE`); diffusers says guiders are experimental each time one is made (:data:`GUIDER_NOTE`). :func:`install` drops exactly that record with a filter on exactly that logger:
-every other message of bitsandbytes, and every warning, still shows.
+options, which says ``--mixed_precision`` is 'no' while the run trains in bf16 (:data:`ACCELERATE_DEFAULTS_NOTE`); diffusers says guiders are experimental each time one is made (:data:`GUIDER_NOTE`). PEFT imports torchao too when it
+is installed (the ``quant`` extra: ``--optimizer adamw8bit|adamw4bit``), which logs a line for each of its C++/CUDA
+extensions that this torch build cannot load (:data:`TORCHAO_EXTENSION_NOTE`; dit-lora uses none of them: its
+optimizers are PyTorch code compiled by torch.compile, its fp8 weights torch's own matmul) and makes torch log that
+registering its enums is deprecated (:data:`PYTREE_ENUM_NOTE`). :func:`install` drops exactly those records with a
+filter on exactly that logger: every other message of those libraries, and every warning, still shows.
 
 The ``torch_dtype`` deprecation warnings are not filtered: they are avoided, by passing the keyword the installed
 library wants (:func:`dtype_kwarg`).
@@ -28,11 +32,20 @@ ACCELERATE_DEFAULTS_NOTE = "The following values were not passed to `accelerate 
 #: component (its classifier-free guidance), so each load and validation said it, with nothing for a user to do
 GUIDER_LOGGER = "diffusers.guiders.guider_utils"
 GUIDER_NOTE = "Guiders are currently an experimental feature"
+#: torchao's import: "Failed to load .../torchao/_C_mxfp8...so: ..." for each extension this torch cannot load
+TORCHAO_LOGGER = "torchao"
+TORCHAO_EXTENSION_NOTE = "Failed to load "
+#: torch, while torchao registers its enums for torch.compile: "<enum 'KernelPreference'> is an Enum subclass and is
+#: now natively supported by torch.compile ... register_constant() on Enum subclasses is deprecated"
+PYTREE_LOGGER = "torch.utils._pytree"
+PYTREE_ENUM_NOTE = "<enum '"
 #: (logger, message prefix) of every dropped record
 DROPPED = (
     (BNB_CPU_LOGGER, BNB_KERNEL_NOTE),
     (ACCELERATE_LAUNCH_LOGGER, ACCELERATE_DEFAULTS_NOTE),
     (GUIDER_LOGGER, GUIDER_NOTE),
+    (TORCHAO_LOGGER, TORCHAO_EXTENSION_NOTE),
+    (PYTREE_LOGGER, PYTREE_ENUM_NOTE),
 )
 
 
