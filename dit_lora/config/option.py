@@ -195,10 +195,11 @@ class FamilyOptions:
 class OptimizerNames(Sequence):
     """``--optimizer``'s choices, read in any case (diffusers' examples take ``AdamW`` and ``prodigy``)."""
 
-    NAMES = ("adamw", "prodigy", "adafactor", "came")
+    NAMES = ("adamw", "prodigy", "adafactor", "came", "adamw8bit", "adamw4bit")
 
     def canonical(self, value: str) -> str:
-        """``AdamW`` as ``adamw``, ``Prodigy`` as ``prodigy``; any other value as it is (then refused by name)."""
+        """``AdamW`` as ``adamw``, ``Prodigy`` as ``prodigy``, ``AdamW8bit`` as ``adamw8bit``; any other value as it
+        is (then refused by name)."""
         return value.lower() if value.lower() in self.NAMES else value
 
     def __getitem__(self, index):

@@ -590,10 +590,10 @@ RESERVED_NAMES = ("pytorch_lora_weights", "adapter_model", "dit_lora_backbone")
 
 
 def _check_optimizer(cfg: TrainConfig) -> None:
-    """--optimizer prodigy, adafactor or came takes neither bitsandbytes' 8-bit AdamW nor fp16's gradient scaler
-    (which steps an optimizer by reading its inf check on the host); the --prodigy_*, --adafactor_* and --came_*
-    options need their optimizer, and the --adam_* options an optimizer that reads them (never accepted and then
-    ignored)."""
+    """--optimizer prodigy, adafactor, came, adamw8bit or adamw4bit takes neither bitsandbytes' 8-bit AdamW nor
+    fp16's gradient scaler (which steps an optimizer by reading its inf check on the host); the --prodigy_*,
+    --adafactor_* and --came_* options need their optimizer, and the --adam_* options an optimizer that reads them
+    (never accepted and then ignored)."""
     name = cfg.training.optimizer
     for owner, options in OPTIMIZER_OPTIONS.items():
         given = [f"--{o}" for o in options if cfg.is_set(o)]
@@ -608,9 +608,14 @@ def _check_optimizer(cfg: TrainConfig) -> None:
     _check_adam_options(cfg, name)
     title = OPTIMIZER_TITLES[name]
     if cfg.training.use_8bit_adam:
+        fix = (
+            f"Drop --use_8bit_adam: {title} is the 8-bit AdamW the guard skips on the device without a host sync"
+            if name == "adamw8bit"
+            else f"Drop --use_8bit_adam to train with {title}, or --optimizer {name} for the 8-bit AdamW"
+        )
         raise UserError(
             f"--use_8bit_adam and --optimizer {name} ask for two optimizers: --use_8bit_adam is bitsandbytes' 8-bit "
-            f"AdamW. Drop --use_8bit_adam to train with {title}, or --optimizer {name} for the 8-bit AdamW."
+            f"AdamW. {fix}."
         )
     if cfg.training.mixed_precision == "fp16":
         raise UserError(
@@ -645,7 +650,14 @@ OPTIMIZER_OPTIONS = {
     "came": ("came_beta3", "came_clip_threshold"),
 }
 #: each --optimizer's name in messages
-OPTIMIZER_TITLES = {"adamw": "AdamW", "prodigy": "Prodigy", "adafactor": "Adafactor", "came": "CAME"}
+OPTIMIZER_TITLES = {
+    "adamw": "AdamW",
+    "prodigy": "Prodigy",
+    "adafactor": "Adafactor",
+    "came": "CAME",
+    "adamw8bit": "torchao's 8-bit AdamW",
+    "adamw4bit": "torchao's 4-bit AdamW",
+}
 
 
 def check_output_name(name: str | None) -> None:
@@ -669,7 +681,7 @@ def check_output_name(name: str | None) -> None:
 
 
 def check_optional_packages(cfg: TrainConfig) -> None:
-    """Packages that only some options need (wandb, bitsandbytes), imported to prove they work here."""
+    """Packages that only some options need (wandb, bitsandbytes, torchao), imported to prove they work here."""
     if cfg.validation.report_to == "wandb":
         try:
             import wandb  # noqa: F401
@@ -688,4 +700,13 @@ def check_optional_packages(cfg: TrainConfig) -> None:
             raise UserError(
                 f"--use_8bit_adam needs bitsandbytes on a CUDA GPU ({type(err).__name__}: {err}). Install the "
                 "`quant` extra (`pip install dit-lora[quant]`) on a GPU machine, or drop --use_8bit_adam."
+            )
+    if cfg.training.optimizer in ("adamw8bit", "adamw4bit"):
+        try:
+            from torchao.optim import AdamW4bit, AdamW8bit  # noqa: F401
+        except Exception as err:
+            raise UserError(
+                f"--optimizer {cfg.training.optimizer} needs torchao's low-bit AdamW ({type(err).__name__}: {err}). "
+                "Install the `quant` extra (`pip install 'dit-lora[quant]' -c constraints.txt`: torchao 0.18), or "
+                "use --optimizer adamw."
             )

@@ -63,6 +63,11 @@ def check_options(cfg: TrainConfig) -> None:
             "--optimizer prodigy (its step-size estimate sums over whole tensors, not verified on DTensor "
             "shards: use adamw)"
         )
+    if cfg.training.optimizer in ("adamw8bit", "adamw4bit"):
+        clashes.append(
+            f"--optimizer {cfg.training.optimizer} (torchao's quantized moments are kept as plain tensors beside each "
+            "parameter, not as DTensor shards: use adamw)"
+        )
     if cfg.training.optimizer == "adafactor":
         clashes.append(
             "--optimizer adafactor (its factored moments are means over whole rows and columns, not verified on "

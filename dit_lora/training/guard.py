@@ -5,8 +5,9 @@ Per optimizer step, on the device and without a host sync:
 * a flag is raised when the loss or the total gradient norm is non-finite (or, with
   ``--skip_loss_spikes``, far above its running mean) on *any* process (all-reduce MAX);
 * the fused AdamW kernel reads that flag as ``found_inf`` and leaves parameters, moments and its
-  step count untouched (non-fused optimizers need one sync per step to skip: the sync audit's one
-  documented per-step exception, :func:`~.sync_audit.deliberate`);
+  step count untouched, as do dit-lora's Prodigy, Adafactor, CAME and torchao low-bit AdamW, which
+  take the same interface (non-fused optimizers, bitsandbytes' 8-bit AdamW, need one sync per step to
+  skip: the sync audit's one documented per-step exception, :func:`~.sync_audit.deliberate`);
 * the learning rate comes from a device-side table indexed by the number of *applied* updates, so
   a skipped step does not advance the schedule either;
 * counters (skipped, non-finite losses/gradients, spikes, consecutive skips) stay on the device and
@@ -244,7 +245,7 @@ class StepGuard:
             inner.grad_scale = self._unit  # type: ignore[attr-defined]
             optimizer.step()
             return
-        # Non-fused optimizers (8-bit AdamW): one transfer per step reads the flag and the schedule
+        # Non-fused optimizers (bitsandbytes' 8-bit AdamW): one transfer per step reads the flag and the schedule
         # position, and the step runs with host LRs. A documented exception to the sync audit: such an
         # optimizer keeps its step count and reads its LR on the host, so nothing can skip it on the device.
         with deliberate():

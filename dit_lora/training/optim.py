@@ -21,10 +21,10 @@ class _AdamOptions(TypedDict):
 def make_optimizer(
     training: TrainingOptions, groups: list[dict], device: torch.device
 ) -> tuple[torch.optim.Optimizer, bool]:
-    """AdamW (fused where the device supports it), bitsandbytes' 8-bit AdamW, Prodigy, Adafactor or CAME, as the
-    run's ``training`` section (``cfg.training``: --optimizer, the --adam_*, --prodigy_*, --adafactor_* and --came_*
-    options, --use_8bit_adam) says; returns
-    (optimizer, whether the guard skips its step on the device)."""
+    """AdamW (fused where the device supports it), bitsandbytes' 8-bit AdamW, torchao's 8-bit or 4-bit AdamW, Prodigy,
+    Adafactor or CAME, as the run's ``training`` section (``cfg.training``: --optimizer, the --adam_*, --prodigy_*,
+    --adafactor_* and --came_* options, --use_8bit_adam) says; returns (optimizer, whether the guard skips its step on
+    the device)."""
     kwargs = _AdamOptions(
         betas=(training.adam_beta1, training.adam_beta2),
         eps=training.adam_epsilon,
@@ -55,6 +55,8 @@ def make_optimizer(
             betas=(training.adam_beta1, training.adam_beta2, training.came_beta3),
             weight_decay=training.adam_weight_decay,
         ), True
+    if training.optimizer in LOW_BIT:  # torchao's update, the same interface (training/lowbit_adam.py)
+        return _low_bit(LOW_BIT[training.optimizer], groups, kwargs, training.learning_rate), True
     if training.use_8bit_adam:
         try:
             import bitsandbytes as bnb
@@ -69,6 +71,23 @@ def make_optimizer(
         return torch.optim.AdamW(groups, fused=fused, **kwargs), fused
     except (RuntimeError, ValueError):
         return torch.optim.AdamW(groups, foreach=True, **kwargs), False
+
+
+#: --optimizer's torchao AdamW choices: their bits per moment value
+LOW_BIT = {"adamw8bit": 8, "adamw4bit": 4}
+
+
+def _low_bit(bits: int, groups: list[dict], adam: _AdamOptions, lr: float) -> torch.optim.Optimizer:
+    """:func:`~dit_lora.training.lowbit_adam.device_adamw` with the --adam_* options; without torchao one paragraph."""
+    from dit_lora.training.lowbit_adam import device_adamw
+
+    try:
+        return device_adamw(bits, groups, lr=lr, **adam)
+    except ImportError as err:
+        raise UserError(
+            f"--optimizer adamw{bits}bit could not import torchao ({err}). Install it with `pip install "
+            "'dit-lora[quant]' -c constraints.txt` (torchao 0.18; its AdamW runs on CUDA and on a CPU)."
+        ) from err
 
 
 def _prodigy(training: TrainingOptions, groups: list[dict], adam: _AdamOptions) -> torch.optim.Optimizer:

@@ -1,4 +1,5 @@
-"""training/optim.py: the optimizer (fused AdamW, its fallback, 8-bit AdamW) and the learning-rate schedule."""
+"""training/optim.py: the optimizer (fused AdamW, its fallback, bitsandbytes' 8-bit AdamW, torchao's low-bit AdamW) and
+the learning-rate schedule."""
 
 from __future__ import annotations
 
@@ -129,3 +130,36 @@ def test_came_is_the_device_side_one_with_the_adam_betas_and_skipped_on_the_devi
     assert opt.defaults["lr"] == 3e-4 and group["lr"] == 0.1  # a group keeps its own (LoRA+, a backbone)
     assert group["betas"] == (0.8, 0.95, 0.999) and group["eps"] == (1e-30, 1e-16)  # came-pytorch's floors
     assert group["clip_threshold"] == 0.5 and group["weight_decay"] == 0.01
+
+
+@pytest.mark.parametrize("name,bits", [("adamw8bit", 8), ("adamw4bit", 4)])
+def test_torchaos_low_bit_adamw_takes_the_adam_options_and_is_skipped_on_the_device(name, bits):
+    pytest.importorskip("torchao")
+    from dit_lora.training.lowbit_adam import DeviceLowBitAdamW, torchao_optimizers
+
+    opt, device_skip = optim.make_optimizer(_cfg(optimizer=name, learning_rate=3e-4), _groups(), torch.device("cpu"))
+    assert isinstance(opt, DeviceLowBitAdamW) and isinstance(opt, torchao_optimizers()[bits == 4]) and device_skip
+    group = opt.param_groups[0]
+    assert group["betas"] == (0.8, 0.95) and group["eps"] == 1e-7 and group["weight_decay"] == 0.01
+    assert float(group["lr"]) == pytest.approx(0.1)  # a group keeps its own (a tensor, as torchao reads it)
+
+
+def test_low_bit_adamw_without_torchao_is_one_paragraph(monkeypatch):
+    import builtins
+
+    from dit_lora.training import lowbit_adam
+
+    real_import = builtins.__import__
+
+    def no_torchao(name, *args, **kwargs):
+        if name.startswith("torchao"):
+            raise ImportError("No module named 'torchao'")
+        return real_import(name, *args, **kwargs)
+
+    lowbit_adam.device_class.cache_clear()
+    monkeypatch.setattr(builtins, "__import__", no_torchao)
+    try:
+        with pytest.raises(UserError, match=r"--optimizer adamw4bit could not import torchao .*pip install"):
+            optim.make_optimizer(_cfg(optimizer="adamw4bit", learning_rate=1e-4), _groups(), torch.device("cpu"))
+    finally:
+        lowbit_adam.device_class.cache_clear()
