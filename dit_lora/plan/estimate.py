@@ -17,7 +17,8 @@ wan/step_gpu.py``). Weights are counted at full depth from the meta modules.
 What a process holds at its peak:
 - caching phase (diffusion with ``--cache_latents``): every component's weights plus one encode call;
 - training phase: the trained model's weights (encoders released after caching), the optimizer's two
-  moments (fp32, or bitsandbytes' 8-bit ones with ``--use_8bit_adam``: :func:`adam_moment_bytes`), the guard's
+  moments (fp32, or bitsandbytes' 8-bit ones with ``--use_8bit_adam``: :func:`adam_moment_bytes`; torchao's 8-bit or
+  4-bit ones with ``--optimizer adamw8bit|adamw4bit``: :func:`lowbit_adam_state_bytes`), the guard's
   rollback snapshot (parameters and moments), DDP's gradient buckets, and the
   step's activations and gradients.
 On a CPU, where a run reports its peak resident size, the Python process itself is added (measured here),
@@ -186,6 +187,7 @@ class Plan:
     #: --use_ema on the device: the fp32 EMA of the trainable weights and its rollback snapshot (training/ema.py)
     ema_bytes: int = 0
     eight_bit_adam: bool = False  #: --use_8bit_adam: optimizer_bytes are bitsandbytes' 8-bit moments
+    optimizer: str = "adamw"  #: --optimizer (whose state optimizer_bytes counts)
     #: the run's blocks wait in host memory while the cache is built (modeling/cache_parking.py) where the base
     #: allows it: a cached run whose family lets them (:meth:`cache_parked_bytes`)
     blocks_wait: bool = False
@@ -759,6 +761,8 @@ def _trainable_fields(cfg: TrainConfig, model, device: str, num_processes: int, 
         moments = adafactor_state_bytes([tuple(p.shape) for p in trainable], first_moment=cfg.training.adafactor_beta1)
     elif cfg.training.optimizer == "came":
         moments = came_state_bytes([tuple(p.shape) for p in trainable])
+    elif cfg.training.optimizer in LOW_BIT_ADAM:
+        moments = lowbit_adam_state_bytes(numels, bits=LOW_BIT_ADAM[cfg.training.optimizer])
     else:
         moments = adam_moment_bytes(numels, eight_bit=cfg.training.use_8bit_adam)
     return {
@@ -770,6 +774,7 @@ def _trainable_fields(cfg: TrainConfig, model, device: str, num_processes: int, 
         if device != "cpu" and cfg.training.ema_device == "cpu"
         else 0,
         "eight_bit_adam": cfg.training.use_8bit_adam,
+        "optimizer": cfg.training.optimizer,
         "ddp_bytes": trainable_bytes if num_processes > 1 and engine == "ddp" else 0,
     }
 
@@ -832,4 +837,32 @@ def adam_moment_bytes(numels: list[int], *, eight_bit: bool) -> int:
             total += 8 * n
         else:
             total += 2 * (n + 4 * -(-n // BNB_BLOCKSIZE))
+    return total
+
+
+#: --optimizer's torchao AdamW choices (training/optim.py): bits per moment value
+LOW_BIT_ADAM = {"adamw8bit": 8, "adamw4bit": 4}
+#: torchao's low-bit moments: values per fp32 block scale (the optimizers' ``block_size``) and lookup-table entries
+#: (``qmap``, fp32, one table per moment), by bits
+TORCHAO_BLOCK = {8: 256, 4: 128}
+TORCHAO_QMAP = {8: 256, 4: 16}
+#: torchao quantizes a moment of at least this many values (and a whole number of blocks), as bitsandbytes does
+TORCHAO_MIN_SIZE = 4096
+
+
+def lowbit_adam_state_bytes(numels: list[int], *, bits: int, element_size: int = 4) -> int:
+    """torchao's ``AdamW8bit`` (``bits`` 8) or ``AdamW4bit`` (4) state for trainable tensors of ``numels`` elements, as
+    training/lowbit_adam.py keeps it (torchao 0.18's ``_new_buffer``): per tensor an fp32 step count and two moments,
+    each ``bits`` per element (uint8 codes, two 4-bit codes a byte), an fp32 scale per block and its fp32 lookup table;
+    a tensor under 4,096 elements, or not a whole number of blocks, keeps them unquantized in the parameter's dtype
+    (``element_size`` bytes: fp32 masters). A LoRA's matrices: about 2 bytes a parameter (8-bit) or 1.06 (4-bit)
+    instead of AdamW's 8."""
+    block, table = TORCHAO_BLOCK[bits], TORCHAO_QMAP[bits]
+    total = 0
+    for n in numels:
+        if n >= TORCHAO_MIN_SIZE and n % block == 0:
+            total += 2 * (n * bits // 8 + 4 * (n // block) + 4 * table)
+        else:
+            total += 2 * element_size * n
+        total += 4  # the step count
     return total

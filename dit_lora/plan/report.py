@@ -76,7 +76,7 @@ def format_plan(plan: Plan, capacity: int | None = None, card: str | None = None
     rows += [
         ("trainable parameters", f"{plan.trainable_params:,} (fp32)"),
         (
-            "optimizer moments (" + ("8-bit AdamW, bitsandbytes" if plan.eight_bit_adam else "AdamW, fp32") + ")",
+            f"optimizer moments ({_optimizer_label(plan)})",
             _gib(plan.optimizer_bytes),
         ),
         ("rollback snapshot (guard)", _gib(plan.snapshot_bytes)),
@@ -195,3 +195,16 @@ def check_fits(plan: Plan, capacity: int, where: str) -> str | None:
         + " `dit-lora plan` with the same options shows the whole prediction and every rung of the ladder; "
         "--ignore_memory_plan starts the run anyway."
     )
+
+
+def _optimizer_label(plan: Plan) -> str:
+    """What the plan's optimizer state is, for its row: which optimizer, and in what precision."""
+    if plan.eight_bit_adam:
+        return "8-bit AdamW, bitsandbytes"
+    return {
+        "adamw8bit": "8-bit AdamW, torchao",
+        "adamw4bit": "4-bit AdamW, torchao",
+        "prodigy": "Prodigy, fp32",
+        "adafactor": "Adafactor, fp32",
+        "came": "CAME, fp32",
+    }.get(plan.optimizer, "AdamW, fp32")

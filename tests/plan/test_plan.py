@@ -203,6 +203,40 @@ def test_the_plan_counts_8bit_adam_as_the_run_allocates_it(monkeypatch):
     assert "optimizer moments (AdamW, fp32)" in format_plan(plain)
 
 
+@pytest.mark.parametrize("name,bits", [("adamw8bit", 8), ("adamw4bit", 4)])
+def test_the_plan_counts_torchaos_low_bit_adamw_as_the_run_keeps_it(monkeypatch, name, bits):
+    """--optimizer adamw8bit|adamw4bit: torchao's quantized moments (tests/training/test_lowbit_adam.py checks the
+    count against the optimizer's own tensors), in the moments' row and the guard's snapshot of them."""
+    from dit_lora.plan.estimate import lowbit_adam_state_bytes
+    from dit_lora.plan.report import format_plan
+
+    stand_in_configs(monkeypatch, HUB_ID, {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 64})
+    common = dict(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1, rank=32)
+    plain, low = (make_plan(TrainConfig(**common, optimizer=o), get_family("dit"), device="cuda",
+                            both_settings=False) for o in ("adamw", name))
+    assert low.optimizer_bytes < plain.optimizer_bytes / (3 if bits == 8 else 6)
+    assert plain.snapshot_bytes - low.snapshot_bytes == plain.optimizer_bytes - low.optimizer_bytes
+    assert f"optimizer moments ({bits}-bit AdamW, torchao)" in format_plan(low)
+    assert lowbit_adam_state_bytes([32 * 4096, 100], bits=bits) == (
+        2 * (32 * 4096 * bits // 8 + 4 * 32 * 4096 // (256 if bits == 8 else 128) + 4 * (256 if bits == 8 else 16))
+        + 2 * 4 * 100 + 2 * 4)  # a quantized matrix, a small tensor kept in fp32, and each one's step count
+
+
+def test_the_plan_names_came_and_counts_its_factored_state(monkeypatch):
+    """--optimizer came: plan/estimate.came_state_bytes (tests/training/test_came.py checks it against the optimizer's
+    own tensors) in the moments' row, which names CAME: a first moment and each matrix's rows and columns, so more
+    than half of AdamW's two moments and less than them, and the guard's snapshot holds it."""
+    from dit_lora.plan.report import format_plan
+
+    stand_in_configs(monkeypatch, HUB_ID, {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 64})
+    common = dict(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1, rank=32)
+    plain, came = (make_plan(TrainConfig(**common, optimizer=o), get_family("dit"), device="cuda",
+                             both_settings=False) for o in ("adamw", "came"))
+    assert plain.optimizer_bytes / 2 < came.optimizer_bytes < plain.optimizer_bytes
+    assert plain.snapshot_bytes - came.snapshot_bytes == plain.optimizer_bytes - came.optimizer_bytes
+    assert came.optimizer == "came" and "optimizer moments (CAME, fp32)" in format_plan(came)
+
+
 def test_plan_takes_8bit_adam_without_a_gpu():
     """`dit-lora plan --use_8bit_adam true` refused on a machine without CUDA ("needs bitsandbytes on a CUDA GPU"),
     though it plans a GPU it is not on and imports nothing; the run itself still checks where it starts."""

@@ -151,6 +151,19 @@ def test_its_state_round_trips_through_the_checkpoint_formats(bits):
         assert all(torch.equal(p, q) for p, q in zip(ours, params))
 
 
+@pytest.mark.parametrize("bits", [8, 4])
+def test_the_plan_counts_the_state_it_keeps(bits):
+    """plan/estimate.lowbit_adam_state_bytes is the bytes of the tensors the optimizer keeps after a step."""
+    from dit_lora.plan.estimate import lowbit_adam_state_bytes
+
+    params = _params()
+    opt = device_adamw(bits, params, **_OPTIONS)
+    _give(params, 0)
+    opt.step()
+    kept = sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values())
+    assert lowbit_adam_state_bytes([p.numel() for p in params], bits=bits) == kept
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bits", [8, 4])
 def test_the_guard_drives_it_on_the_device_without_a_host_read(bits, device):
