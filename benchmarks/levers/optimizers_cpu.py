@@ -8,8 +8,10 @@ Parameters shaped as a LoRA (rank 16 and 32 on the attention projections: the Sa
 gradients. Each optimizer steps with the guard's interface (``found_inf`` 0, a device learning rate where it takes
 one); ``prodigyopt.Prodigy`` (diffusers' examples' optimizer, which reads its estimate on the host every step) is
 timed beside dit-lora's device-side Prodigy, transformers' ``Adafactor`` (fixed learning rate, as the LoRA
-trainers set it) beside dit-lora's device-side Adafactor, and ``came_pytorch.CAME`` beside dit-lora's device-side
-CAME, for reference. Reported per optimizer: the median CPU time of one
+trainers set it) beside dit-lora's device-side Adafactor, ``came_pytorch.CAME`` beside dit-lora's device-side
+CAME, and torchao's own ``AdamW8bit``/``AdamW4bit`` (and bitsandbytes' ``AdamW8bit``, ``--use_8bit_adam``, where it
+imports) beside dit-lora's ``--optimizer adamw8bit|adamw4bit`` (torchao's update with the guard's device-side skip),
+for reference. Reported per optimizer: the median CPU time of one
 update over ``--steps`` (after 3 warm-up updates), the state it keeps (bytes of its tensors) and that per trained
 weight. ``--device cuda`` on a GPU: wall time of each update, the device synchronised around it.
 """
@@ -68,6 +70,8 @@ def make(name: str, params, device: str = "cpu"):
         from came_pytorch import CAME
 
         return CAME(params, lr=1e-4, weight_decay=1e-4), False
+    if name.startswith(("adamw8bit", "adamw4bit")):
+        return low_bit(name, params)
     if name == "adafactor (transformers)":
         from transformers.optimization import Adafactor
 
@@ -78,11 +82,36 @@ def make(name: str, params, device: str = "cpu"):
     return prodigyopt.Prodigy(params, lr=1.0, weight_decay=1e-4, use_bias_correction=True, safeguard_warmup=True), False
 
 
+def low_bit(name: str, params):
+    """``adamw8bit``/``adamw4bit`` as dit-lora builds them (``(dit-lora)``: skipped by the guard on the device, its
+    learning rate the guard's device tensor), torchao's own class, or bitsandbytes' 8-bit AdamW."""
+    options = dict(lr=1e-4, weight_decay=1e-4)
+    bits = 8 if name.startswith("adamw8bit") else 4
+    if name.endswith("(dit-lora)"):
+        from dit_lora.training.lowbit_adam import device_adamw
+
+        return device_adamw(bits, params, **options), True
+    if name.endswith("(bitsandbytes)"):
+        import bitsandbytes
+
+        return bitsandbytes.optim.AdamW8bit(params, **options), False
+    from dit_lora.training.lowbit_adam import torchao_optimizers
+
+    return torchao_optimizers()[bits == 4](params, **options), False
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes ``t`` holds: a tensor subclass's (torchao's quantized moments) those of its inner tensors."""
+    if type(t) is not torch.Tensor and hasattr(t, "__tensor_flatten__"):
+        return sum(tensor_bytes(getattr(t, name)) for name in t.__tensor_flatten__()[0])
+    return t.numel() * t.element_size()
+
+
 def state_bytes(opt) -> int:
     """Bytes of the tensors the optimizer keeps (per-parameter state and the groups' own)."""
-    total = sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values() if torch.is_tensor(v))
+    total = sum(tensor_bytes(v) for s in opt.state.values() for v in s.values() if torch.is_tensor(v))
     groups = (v for g in opt.param_groups for k, v in g.items() if k != "params" and torch.is_tensor(v))
-    return total + sum(v.numel() * v.element_size() for v in groups)
+    return total + sum(tensor_bytes(v) for v in groups)
 
 
 def time_updates(name: str, shape, steps: int, device: str = "cpu") -> dict:
@@ -124,12 +153,18 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     names = ["adamw (fused)", "prodigy (dit-lora)", "adafactor (dit-lora)", "adafactor (transformers)",
              "came (dit-lora)"]
-    for package, name in (("prodigyopt", "prodigy (prodigyopt)"), ("came_pytorch", "came (came-pytorch)")):
-        try:  # the references: the dev extra here; .whl/ on a lent GPU machine
+    optional = (
+        ("prodigyopt", ["prodigy (prodigyopt)"]),  # the references: the dev extra here; .whl/ on a lent GPU machine
+        ("came_pytorch", ["came (came-pytorch)"]),
+        ("torchao", ["adamw8bit (dit-lora)", "adamw8bit (torchao)", "adamw4bit (dit-lora)", "adamw4bit (torchao)"]),
+        ("bitsandbytes", ["adamw8bit (bitsandbytes)"]),  # torchao and bitsandbytes: the quant (and dev) extra
+    )
+    for package, rows_of_package in optional:
+        try:
             importlib.import_module(package)
-            names.append(name)
+            names += rows_of_package
         except ImportError:
-            print(f"{package} is not installed: its row is left out")
+            print(f"{package} is not installed: {', '.join(rows_of_package)} left out")
     rows = [time_updates(name, shape, args.steps, args.device) for shape in SHAPES for name in names]
     base = {r["shape"]: r["step_cpu_s"] for r in rows if r["optimizer"] == "adamw (fused)"}
     print("| weights | optimizer | step CPU ms | vs AdamW | state | bytes/weight |\n|---|---|---:|---:|---:|---:|")
@@ -138,7 +173,14 @@ def main() -> None:
               f"{r['step_cpu_s'] / base[r['shape']]:.2f}x | {r['state_bytes'] / 2**20:.1f} MiB | "
               f"{r['state_bytes_per_weight']:.0f} |")
     if args.out:
+        from importlib.metadata import PackageNotFoundError, version
+
         meta = {"torch": torch.__version__, "threads": args.threads, "steps": args.steps, "device": args.device}
+        for dist in ("prodigyopt", "came-pytorch", "torchao", "bitsandbytes"):
+            try:
+                meta[dist] = version(dist)
+            except PackageNotFoundError:
+                pass
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
 
 
