@@ -10,18 +10,13 @@ SimpleTuner does; the validation samples pass it to the pipeline as such."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.prompts import CaptionLength, pipeline_prompts
-from dit_lora.families.diffusion.text_conditioned import encoder_identity
-
-if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+from dit_lora.families.diffusion.text_conditioned import LengthCaptions
 
 #: ``--max_sequence_length``, else ChromaPipeline's default, 512 (T5's tokens; every caption is padded to it)
 max_sequence_length = CaptionLength(512)
@@ -38,25 +33,19 @@ def boolean_masks(out: dict[str, Any]) -> dict[str, torch.Tensor]:
     }
 
 
-class ChromaEncoders(DiffusionEncoders):
+class ChromaEncoders(LengthCaptions):
     """``FamilySpec.encoders``: the latent cache's encoders (images: the kit's shifted and scaled latents) and how a
-    run encodes captions."""
+    run encodes captions (the T5 caption length its only text setting, padded to as the pipeline does)."""
 
-    def text_settings(self, cfg: TrainConfig) -> TextSettings:
-        """The run's T5 caption length (padded to it, as the pipeline does)."""
-        return max_sequence_length.settings(cfg)
-
-    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
-        """The model, its stamp, revision, variant, text dtype and caption length."""
-        return encoder_identity(cfg, "chroma", max_sequence_length=max_sequence_length(cfg))
+    caption_length = max_sequence_length
+    identity_family = "chroma"
 
     def encode_prompts(
         self, comps: Components, captions: list[str], *, with_negative: bool = False
     ) -> dict[str, torch.Tensor]:
         """Captions through ``ChromaPipeline.encode_prompt``: ``prompt_embeds`` and the boolean
         ``prompt_attention_mask``; ``with_negative`` adds the empty caption's (Chroma samples with real CFG)."""
-        text = comps.state.text if comps.state is not None else None
-        length = max_sequence_length.recorded(text)
+        length = self.recorded_length(comps)
         out = pipeline_prompts(
             comps, "ChromaPipeline", captions, with_negative=with_negative, keys=KEYS, max_sequence_length=length
         )

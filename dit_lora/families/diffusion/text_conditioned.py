@@ -1,7 +1,8 @@
 """What the text-conditioned diffusion families (Sana, SANA-Video, Z-Image, FLUX.2, Qwen-Image) share: the cache
 identity of a run's encoders, the setup that records the run's text settings, the run's flow tables kept in its
 state, and the memory plan's transformer + VAE + text encoder on the meta device; and the caption encoders of a
-pipeline that prefixes a complex human instruction (:class:`InstructedCaptions`).
+pipeline whose captions have only a length (:class:`LengthCaptions`) or that prefixes a complex human instruction
+(:class:`InstructedCaptions`).
 
 A family states only what differs: the key its model stamp is stored under (kept as each family first wrote it,
 so existing caches keep their names), the settings its captions are encoded with, its own ``run_state`` and its
@@ -22,6 +23,7 @@ from dit_lora.families.diffusion.conditioning import inspect_clips
 from dit_lora.families.diffusion.latents import model_identity
 from dit_lora.families.diffusion.prompts import (
     MASKED,
+    CaptionLength,
     caption_length,
     default_instruction,
     instruction,
@@ -47,6 +49,40 @@ def encoder_identity(
         **settings,
         **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),
     }
+
+
+class LengthCaptions(DiffusionEncoders):
+    """``FamilySpec.encoders``' captions for a pipeline whose captions' only setting is their length (its
+    ``encode_prompt``'s ``max_sequence_length``): the run's text settings, the cache identity they are part of, and the
+    length the run recorded, which a family's ``encode_prompts`` encodes at. A family states its
+    :attr:`caption_length` and the name (and stamp key, and what it adds) its cache identity keeps."""
+
+    #: ``--max_sequence_length``, else the pipeline's default
+    caption_length: CaptionLength
+    #: the ``family`` and stamp key of the cache identity (kept as each family first wrote them)
+    identity_family: str = ""
+    stamp_key: str = "model_index_mtime"
+    #: what the cache identity adds after the caption length (what the cached latents are), as ``(key, value)`` pairs
+    identity_extra: tuple[tuple[str, str], ...] = ()
+
+    def text_settings(self, cfg: TrainConfig) -> TextSettings:
+        """The run's caption length (the only text setting)."""
+        return self.caption_length.settings(cfg)
+
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
+        """The model, its stamp, revision, variant, text dtype and caption length, what the family adds (and a
+        quantized encoder)."""
+        return encoder_identity(
+            cfg,
+            self.identity_family,
+            stamp_key=self.stamp_key,
+            max_sequence_length=self.caption_length(cfg),
+            **dict(self.identity_extra),
+        )
+
+    def recorded_length(self, comps: Components) -> int:
+        """The caption length the run's text settings record (the pipeline's default before they are recorded)."""
+        return self.caption_length.recorded(comps.state.text if comps.state is not None else None)
 
 
 class InstructedCaptions(DiffusionEncoders):

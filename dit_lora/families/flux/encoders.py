@@ -4,34 +4,22 @@ CLIP's pooled output, exactly as the pipeline computes them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import torch
 
-from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.prompts import CaptionLength, text_pipeline
-from dit_lora.families.diffusion.text_conditioned import encoder_identity
-
-if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+from dit_lora.families.diffusion.text_conditioned import LengthCaptions
 
 #: ``--max_sequence_length``, else FluxPipeline's default, 512 (T5's tokens; every caption is padded to it)
 max_sequence_length = CaptionLength(512)
 
 
-class FluxEncoders(DiffusionEncoders):
+class FluxEncoders(LengthCaptions):
     """``FamilySpec.encoders``: the latent cache's encoders (images: the kit's shifted and scaled latents) and how a
-    run encodes captions."""
+    run encodes captions (the T5 caption length its only text setting, padded to as the pipeline does)."""
 
-    def text_settings(self, cfg: TrainConfig) -> TextSettings:
-        """The run's T5 caption length (padded to it, as the pipeline does)."""
-        return max_sequence_length.settings(cfg)
-
-    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
-        """The model, its stamp, revision, variant, text dtype and caption length."""
-        return encoder_identity(cfg, "flux", max_sequence_length=max_sequence_length(cfg))
+    caption_length = max_sequence_length
+    identity_family = "flux"
 
     def encode_prompts(
         self, comps: Components, captions: list[str], *, with_negative: bool = False
@@ -39,11 +27,7 @@ class FluxEncoders(DiffusionEncoders):
         """Captions through ``FluxPipeline.encode_prompt``: ``prompt_embeds`` (T5) and ``pooled_prompt_embeds``
         (CLIP); ``with_negative`` adds the empty caption's (for a run sampling with ``true_cfg_scale``)."""
         pipe = text_pipeline(comps, "FluxPipeline", also=("tokenizer_2", "text_encoder_2"))
-        text = comps.state.text if comps.state is not None else None
-        kwargs = {
-            "device": comps.encoders["text_encoder_2"].device,
-            "max_sequence_length": max_sequence_length.recorded(text),
-        }
+        kwargs = {"device": comps.encoders["text_encoder_2"].device, "max_sequence_length": self.recorded_length(comps)}
         with torch.no_grad():
             embeds, pooled, _ = pipe.encode_prompt(prompt=list(captions), prompt_2=None, **kwargs)
             out = {"prompt_embeds": embeds, "pooled_prompt_embeds": pooled}

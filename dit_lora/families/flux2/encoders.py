@@ -9,12 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.adapter import diffusers_class
-from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.prompts import CaptionLength, text_pipeline
-from dit_lora.families.diffusion.text_conditioned import encoder_identity
+from dit_lora.families.diffusion.text_conditioned import LengthCaptions, encoder_identity
 from dit_lora.families.flux2.state import run_state
 
 if TYPE_CHECKING:
@@ -64,12 +62,11 @@ def normalise_latents(vae, latents: torch.Tensor) -> torch.Tensor:
     return (patched - mean) / std
 
 
-class Flux2Encoders(DiffusionEncoders):
-    """``FamilySpec.encoders``: the latent cache's encoders and how a run encodes captions."""
+class Flux2Encoders(LengthCaptions):
+    """``FamilySpec.encoders``: the latent cache's encoders and how a run encodes captions (the caption length its
+    only text setting, padded to as both pipelines do)."""
 
-    def text_settings(self, cfg: TrainConfig) -> TextSettings:
-        """The run's caption length (padded to it, as both pipelines do)."""
-        return max_sequence_length.settings(cfg)
+    caption_length = max_sequence_length
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype, caption length and stacked layers."""

@@ -5,19 +5,17 @@ settings recorded in its :class:`~dit_lora.families.qwenimage.state.QwenImageRun
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.prompts import CaptionLength, text_pipeline
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
+from dit_lora.families.diffusion.text_conditioned import LengthCaptions, TextSettingsSetup
 from dit_lora.families.qwenimage.state import run_state
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    pass
 
 #: ``--max_sequence_length``, else QwenImagePipeline.__call__'s default, 512
 max_sequence_length = CaptionLength(512)
@@ -40,22 +38,14 @@ def pad_text(embeds: torch.Tensor, mask: torch.Tensor | None, length: int) -> di
     return {"prompt_embeds": padded, "prompt_embeds_mask": full}
 
 
-class QwenImageEncoders(DiffusionEncoders):
-    """``FamilySpec.encoders``: latents of the image and Qwen2.5-VL caption embeddings."""
+class QwenImageEncoders(LengthCaptions):
+    """``FamilySpec.encoders``: latents of the image and Qwen2.5-VL caption embeddings (the caption length their only
+    text setting: the template is the pipeline's own)."""
 
-    def text_settings(self, cfg: TrainConfig) -> TextSettings:
-        """The run's caption length (the template is the pipeline's own, not a setting)."""
-        return max_sequence_length.settings(cfg)
-
-    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
-        """The model and its stamp, revision, variant, text dtype and length (and a quantized text encoder)."""
-        return encoder_identity(
-            cfg,
-            "qwenimage",
-            stamp_key="model_stamp",
-            max_sequence_length=max_sequence_length(cfg),
-            latents="posterior_mode_normalised_fp32",
-        )
+    caption_length = max_sequence_length
+    identity_family = "qwenimage"
+    stamp_key = "model_stamp"
+    identity_extra = (("latents", "posterior_mode_normalised_fp32"),)
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """``(B, 3, H, W)`` in [-1, 1] -> ``(B, C, H/8, W/8)`` normalised latents (fp32): the posterior mode, as the

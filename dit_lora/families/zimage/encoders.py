@@ -4,18 +4,11 @@ with their lengths so the cache and the batches keep one shape; and the run's te
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import torch
 
-from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.prompts import CaptionLength, pipeline_prompts
-from dit_lora.families.diffusion.text_conditioned import encoder_identity
-
-if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+from dit_lora.families.diffusion.text_conditioned import LengthCaptions
 
 #: ``--max_sequence_length``, else ZImagePipeline's default, 512 (the chat template's tokens count in it)
 max_sequence_length = CaptionLength(512)
@@ -36,25 +29,20 @@ def unpadded(embeds: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
     return [embeds[row, :n] for row, n in enumerate(lengths)]
 
 
-class ZImageEncoders(DiffusionEncoders):
+class ZImageEncoders(LengthCaptions):
     """``FamilySpec.encoders``: the cache's encoders (images: the kit's, as diffusers' Z-Image trainer encodes and
-    ZImagePipeline undoes before decoding), and (``PromptText``) how a run encodes captions."""
+    ZImagePipeline undoes before decoding), and (``PromptText``) how a run encodes captions: the caption length its
+    only text setting (template tokens included, as the pipeline counts them)."""
 
-    def text_settings(self, cfg: TrainConfig) -> TextSettings:
-        """The run's caption length (template tokens included, as the pipeline counts them)."""
-        return max_sequence_length.settings(cfg)
-
-    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
-        """The model, its stamp, revision, variant, text dtype and caption length (and a quantized encoder)."""
-        return encoder_identity(cfg, "zimage", max_sequence_length=max_sequence_length(cfg))
+    caption_length = max_sequence_length
+    identity_family = "zimage"
 
     def encode_prompts(
         self, comps: Components, captions: list[str], *, with_negative: bool = False
     ) -> dict[str, torch.Tensor]:
         """Captions through ZImagePipeline's own ``encode_prompt`` (the empty caption as the negative), padded to
         the run's caption length with their lengths."""
-        text = comps.state.text if comps.state is not None else None
-        length = max_sequence_length.recorded(text)
+        length = self.recorded_length(comps)
         # negative None: the pipeline's own, an empty caption per caption
         raw = pipeline_prompts(
             comps, "ZImagePipeline", captions, with_negative=with_negative, negative=None, max_sequence_length=length

@@ -11,8 +11,10 @@ from types import SimpleNamespace
 from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.prompts import CaptionLength
 from dit_lora.families.diffusion.text_conditioned import (
     InstructedCaptions,
+    LengthCaptions,
     TextSettingsSetup,
     encoder_identity,
     run_tables,
@@ -116,3 +118,34 @@ def test_instructed_captions_say_the_length_instruction_and_identity(tmp_path):
     assert identity["family"] == "fam" and "model_stamp" in identity and identity["latents"] == "what they are"
     cfg.family_options.complex_human_instruction = False
     assert Captions().text_settings(cfg).instruction is None
+
+
+class Lengths(LengthCaptions):
+    caption_length, identity_family, stamp_key = CaptionLength(512), "fam", "model_stamp"
+    identity_extra = (("latents", "what they are"),)
+
+    def encode_images(self, comps, pixel_values):
+        return pixel_values
+
+    def encode_prompts(self, comps, captions, *, with_negative=False):
+        return {}
+
+
+def test_length_captions_say_the_length_and_identity(tmp_path):
+    (tmp_path / "model_index.json").write_text("{}")
+    cfg = _cfg(tmp_path)
+    cfg.data = SimpleNamespace(max_sequence_length=None)
+    assert Lengths().text_settings(cfg) == TextSettings(max_sequence_length=512)
+    cfg.data.max_sequence_length = 77
+    assert Lengths().text_settings(cfg) == TextSettings(max_sequence_length=77)
+    identity = Lengths().cache_identity(cfg)
+    assert list(identity)[-2:] == ["max_sequence_length", "latents"] and identity["max_sequence_length"] == 77
+    assert identity["family"] == "fam" and "model_stamp" in identity and identity["latents"] == "what they are"
+
+
+def test_length_captions_encode_at_the_recorded_length():
+    """Before the setup records the run's text settings (components built by hand): the pipeline's default."""
+    comps = Components(model=None, encoders={})
+    assert Lengths().recorded_length(comps) == 512
+    comps.state = _Run(text=TextSettings(max_sequence_length=64))
+    assert Lengths().recorded_length(comps) == 64
