@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.chroma import demo as tiny_chroma  # looked up at call time: tests stand in the model build
 from dit_lora.families.chroma.state import ChromaRun
 from dit_lora.families.diffusion import packed
 from dit_lora.families.diffusion.components import DiffusionTrainables, Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, published_parts
+from dit_lora.families.diffusion.guided_flow import GuidedFlowModel
+from dit_lora.families.diffusion.loader import published_parts
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -54,9 +54,11 @@ class ChromaPrecision(Fp32VaePrecision):
         return ["distilled_guidance_layer", "x_embedder", "context_embedder", "proj_out"]
 
 
-class ChromaModel(KitModel):
+class ChromaModel(GuidedFlowModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and T5 in the
-    run's weight dtype, the VAE in fp32."""
+    run's weight dtype, the VAE in fp32, the checkpoint recorded in a new :class:`ChromaRun`."""
+
+    state = ChromaRun
 
     def validate_config(self, cfg: TrainConfig) -> None:
         """Not Chroma1-Flash; a diffusers ChromaPipeline folder of safetensors whose tokenizer loads, at a size the
@@ -64,16 +66,6 @@ class ChromaModel(KitModel):
         refuse_flash(cfg)
         self.check_folder(cfg)
         check_resolution(cfg.data.resolution)
-
-    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
-        """:func:`chroma_components` of the loaded parts."""
-        return chroma_components(loaded)
-
-
-def chroma_components(loaded: LoadedParts, state: ChromaRun | None = None) -> Components:
-    """The components of ``loaded`` (from the folder, or on the meta device for a plan) with what the checkpoint is
-    in the run's :class:`ChromaRun` (``state``: a plan's, with its text settings)."""
-    return (state or ChromaRun()).components(loaded)
 
 
 #: Chroma's pipeline folder, as the kit's loader reads it: T5-XXL (its hidden states, computed with the caption mask)

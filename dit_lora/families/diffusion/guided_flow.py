@@ -1,6 +1,7 @@
 """Rectified flow, with a guidance embedding where the transformer has one, shifted per batch as the pipeline samples
 that size (FLUX.1, FLUX.2, Chroma):
-:class:`GuidedFlowRun`, the run state, and :class:`GuidedFlowLoss`, the loss.
+:class:`GuidedFlowRun`, the run state, :class:`GuidedFlowModel`, the components built with it,
+:class:`GuidedFlowLoss`, the loss, and :class:`GuidedFlowPlan`, the memory plan of their two block lists.
 
 As diffusers' FLUX training scripts: ``x_t = (1 - sigma) x0 + sigma eps``, the transformer given ``timestep = sigma``
 (it multiplies by 1000 itself) and, where it has the guidance embedding, one fixed guidance value (the family's
@@ -21,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionLoss
+from dit_lora.families.diffusion.components import DiffusionLoss, DiffusionPlan
+from dit_lora.families.diffusion.loader import BlockMix, KitModel, LoadedParts, plan_parts
 from dit_lora.families.diffusion.run_state import FlowRun
 from dit_lora.modeling.flow_matching import (
     loss_weighting,
@@ -35,7 +37,6 @@ from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
-    from dit_lora.families.diffusion.loader import LoadedParts
 
 
 @dataclass
@@ -56,6 +57,18 @@ class GuidedFlowRun(FlowRun):
         self.scheduler_config = loaded.scheduler_config
         self.guidance_embeds = bool(getattr(loaded.transformer.config, "guidance_embeds", False))
         return loaded.components(training_scheduler(loaded.scheduler_config), self)
+
+
+class GuidedFlowModel(KitModel):
+    """``FamilySpec.model`` of a guided flow family loaded by the kit: the components of the loaded parts with a new
+    run state of the family's (:attr:`state`), what the checkpoint is recorded in it."""
+
+    #: the family's run state (``comps.state``)
+    state: type[GuidedFlowRun] = GuidedFlowRun
+
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device | None) -> Components:
+        """:meth:`GuidedFlowRun.components` of the loaded parts (from the folder, or on the meta device for a plan)."""
+        return self.state().components(loaded)
 
 
 class GuidedFlowLoss(DiffusionLoss):
@@ -101,3 +114,34 @@ class GuidedFlowLoss(DiffusionLoss):
         weighting = loss_weighting(options.weighting_scheme, sigmas)
         # --masked_loss: per cell of the latent grid (the mask is cached at the latents' size)
         return weighted_or_masked_mse(pred, velocity_target(latents, noise), weighting, batch, cfg)
+
+
+class GuidedFlowPlan(DiffusionPlan):
+    """``FamilySpec.plan`` of a guided flow family, whose transformer has two block lists planned a unit at a time
+    (:attr:`units`, the kit's :class:`~dit_lora.families.diffusion.loader.BlockMix`): the kit model's components on
+    the meta device with the run's text settings in their state, and the caption embeddings padded to the run's text
+    length at the transformer's ``joint_attention_dim`` (a family adds the rest of its cached conditioning)."""
+
+    #: the planned units: one block of the first list with its share of the second
+    units: BlockMix = BlockMix()
+
+    @property
+    def swap_depth_keys(self) -> tuple[tuple[str, str], ...]:
+        """Each block list's length: ``--blocks_to_swap`` counts the longest."""
+        return self.units.swap_depth_keys
+
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+        """The model's components of its parts built on the meta device from the configs ``read`` returns
+        (``depth``: that many planned units), the run's text settings recorded in their state."""
+        loaded = plan_parts(self.model.pipeline_parts(cfg), cfg, read, depth, at_depth=self.units.at_depth)
+        comps = self.model.build_components(cfg, loaded, None)  # None: the planned parts stay on the meta device
+        encoders: Any = self.encoders  # a text-conditioned family's: it states its text settings
+        comps.state.text = encoders.text_settings(cfg)
+        return comps
+
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
+        """Caption embeddings at the run's text length and the transformer's ``joint_attention_dim``, as empty
+        tensors (the text ids are built per step)."""
+        model: Any = comps.model  # the transformer plan_components built
+        length, width = comps.state.text.max_sequence_length, int(model.config.joint_attention_dim)
+        return {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype)}

@@ -42,7 +42,7 @@ from dit_lora.families.diffusion.packed import latent_ids, pack
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.flux.encoders import FluxEncoders
 from dit_lora.families.flux.loss import FluxLoss
-from dit_lora.families.flux.model import FluxModel, flux_components
+from dit_lora.families.flux.model import FluxModel
 from dit_lora.families.flux.plan import FluxPlan
 from dit_lora.families.flux.samples import FluxSamples
 from dit_lora.families.flux.state import FluxRun, run_state
@@ -67,10 +67,6 @@ class KontextModel(FluxModel):
         check_validation_image(cfg, "edit the first training sample's control image")
         if cfg.family_options.validation_image:  # before the 12B model loads, not at the first validation
             fitted_control(cfg.family_options.validation_image, cfg.data.resolution)
-
-    def build_components(self, cfg: TrainConfig, loaded, device: torch.device) -> Components:
-        """:func:`~dit_lora.families.flux.model.flux_components` of the loaded parts."""
-        return flux_components(loaded)
 
 
 class KontextData(DiffusionData):

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
-from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion import packed
 from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, published_parts
+from dit_lora.families.diffusion.guided_flow import GuidedFlowModel
+from dit_lora.families.diffusion.loader import published_parts
 from dit_lora.families.flux import demo as tiny_flux  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux.state import FluxRun
 from dit_lora.modelfiles.pipeline_files import read_component_config
@@ -43,9 +41,11 @@ def refuse_distilled(cfg: TrainConfig, transformer: dict | None, scheduler: dict
     )
 
 
-class FluxModel(KitModel):
+class FluxModel(GuidedFlowModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer, CLIP and T5 in
-    the run's weight dtype, the VAE in fp32."""
+    the run's weight dtype, the VAE in fp32, the checkpoint recorded in a new :class:`FluxRun`."""
+
+    state = FluxRun
 
     def validate_config(self, cfg: TrainConfig) -> None:
         """A diffusers FluxPipeline folder of safetensors whose tokenizers load, not step-distilled, at a size the
@@ -57,16 +57,6 @@ class FluxModel(KitModel):
             read_component_config(cfg.model, "scheduler", "scheduler_config.json"),
         )
         check_resolution(cfg.data.resolution)
-
-    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
-        """:func:`flux_components` of the loaded parts."""
-        return flux_components(loaded)
-
-
-def flux_components(loaded: LoadedParts, state: FluxRun | None = None) -> Components:
-    """The components of ``loaded`` (from the folder, or on the meta device for a plan) with what the checkpoint is
-    in the run's :class:`FluxRun` (``state``: a plan's, with its text settings)."""
-    return (state or FluxRun()).components(loaded)
 
 
 #: FLUX.1's pipeline folder, as the kit's loader reads it: CLIP-L (its pooled output) and T5-XXL (its hidden states),

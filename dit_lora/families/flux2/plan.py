@@ -8,12 +8,10 @@ double block with its share of single blocks (the kit's :class:`~dit_lora.famili
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
-
-import torch
+from typing import TYPE_CHECKING
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionPlan
+from dit_lora.families.diffusion.guided_flow import GuidedFlowPlan
 from dit_lora.families.diffusion.loader import BlockMix, TextEncoder, index_pipeline, plan_parts
 from dit_lora.families.flux2.encoders import max_sequence_length
 from dit_lora.families.flux2.model import PARTS, PIPELINES, flux2_components, index_text_encoder
@@ -22,29 +20,18 @@ if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
-#: the planned units: one double block with its share of single blocks (FLUX.2 [dev]'s 8 + 48 where a config has none)
-UNITS = BlockMix(defaults=(8, 48))
+class Flux2Plan(GuidedFlowPlan):
+    """``FamilySpec.plan``: transformer, VAE and text encoder on the meta device (the folder's text encoder class);
+    the kit's caption embeddings padded to the run's text length at the transformer's ``joint_attention_dim``."""
 
-
-class Flux2Plan(DiffusionPlan):
-    """``FamilySpec.plan``: transformer, VAE and text encoder on the meta device; the caption embeddings padded to
-    the run's text length at the transformer's ``joint_attention_dim``."""
-
-    #: each block list's length: --blocks_to_swap counts the longest
-    swap_depth_keys = UNITS.swap_depth_keys
+    #: the planned units: one double block with its share of single blocks (FLUX.2 [dev]'s 8 + 48 where a config has
+    #: none)
+    units = BlockMix(defaults=(8, 48))
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """:func:`~dit_lora.families.flux2.model.flux2_components` of the kit's parts on the meta device, built from
         the configs ``read`` returns (``depth``: that many planned units; the folder's text encoder class)."""
         index = read("", "model_index.json") or {}
         parts = replace(PARTS, text_encoders=(TextEncoder(index_text_encoder(index)),))
-        loaded = plan_parts(parts, cfg, read, depth, at_depth=UNITS.at_depth)
+        loaded = plan_parts(parts, cfg, read, depth, at_depth=self.units.at_depth)
         return flux2_components(index_pipeline(index, PIPELINES), loaded, max_sequence_length.settings(cfg))
-
-    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
-        """Caption embeddings at the run's text length and the transformer's ``joint_attention_dim``, as empty
-        tensors (the text ids are built per step)."""
-        length = comps.state.text.max_sequence_length
-        model: Any = comps.model  # the Flux2Transformer2DModel plan_components built
-        width = int(model.config.joint_attention_dim)
-        return {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype)}

@@ -10,7 +10,8 @@ import torch
 from diffusers.training_utils import compute_density_for_timestep_sampling
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.guided_flow import GuidedFlowLoss, GuidedFlowRun
+from dit_lora.families.diffusion.guided_flow import GuidedFlowLoss, GuidedFlowModel, GuidedFlowPlan, GuidedFlowRun
+from dit_lora.families.diffusion.loader import BlockMix
 
 
 @dataclass(frozen=True)
@@ -76,3 +77,68 @@ def test_the_state_records_the_loaded_checkpoint():
     comps = GuidedFlowRun().components(loaded)
     assert comps.state.scheduler_config["shift"] == 3.0 and comps.state.guidance_embeds is False
     assert comps.model is transformer and comps.scheduler is not None
+
+
+@dataclass
+class ToyRun(GuidedFlowRun):
+    pass
+
+
+class ToyModel(GuidedFlowModel):
+    state = ToyRun
+
+    def validate_config(self, cfg):
+        pass
+
+
+def test_the_model_builds_its_components_with_a_new_state_of_the_family():
+    from types import SimpleNamespace
+
+    from dit_lora.families.diffusion.loader import LoadedParts
+
+    transformer = SimpleNamespace(config=SimpleNamespace(guidance_embeds=True))
+    loaded = LoadedParts(transformers={"transformer": transformer}, vae=None, scheduler_config={"shift": 3.0})
+    model = ToyModel(None)
+    comps = model.build_components(None, loaded, None)
+    assert type(comps.state) is ToyRun and comps.state.guidance_embeds and comps.model is transformer
+    assert model.build_components(None, loaded, None).state is not comps.state  # a new one each time
+
+
+class ToyPlan(GuidedFlowPlan):
+    units = BlockMix(defaults=(19, 38))
+
+
+def test_the_plan_builds_the_model_parts_in_units_with_the_run_text_settings(monkeypatch):
+    from types import SimpleNamespace
+
+    import dit_lora.families.diffusion.guided_flow as kit
+    from dit_lora.contract.capabilities import TextSettings
+
+    seen = {}
+
+    def plan_parts(parts, cfg, read, depth, *, at_depth):
+        seen.update(parts=parts, read=read, depth=depth, at_depth=at_depth)
+        return "loaded"
+
+    class Model:
+        def pipeline_parts(self, cfg):
+            return "parts"
+
+        def build_components(self, cfg, loaded, device):
+            seen.update(loaded=loaded, device=device)
+            transformer = SimpleNamespace(config=SimpleNamespace(joint_attention_dim=8))
+            return Components(model=transformer, state=ToyRun())
+
+    monkeypatch.setattr(kit, "plan_parts", plan_parts)
+    encoders = SimpleNamespace(text_settings=lambda cfg: TextSettings(max_sequence_length=5))
+    plan = ToyPlan(encoders, None)
+    plan.model = Model()
+    cfg = SimpleNamespace(weight_dtype=torch.bfloat16)
+    comps = plan.plan_components(cfg, "read", depth=2)
+    assert seen == {"parts": "parts", "read": "read", "depth": 2, "at_depth": ToyPlan.units.at_depth,
+                    "loaded": "loaded", "device": None}
+    assert comps.state.text == TextSettings(max_sequence_length=5)
+    embeds = plan.plan_conditioning(comps, cfg, 3)["prompt_embeds"]
+    assert embeds.shape == (3, 5, 8) and embeds.dtype == torch.bfloat16
+    assert plan.swap_depth_keys == (("transformer/config.json", "num_layers"),
+                                    ("transformer/config.json", "num_single_layers"))

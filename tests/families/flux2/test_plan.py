@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from dit_lora.catalogue import by_hub_id
-from dit_lora.families.flux2.plan import UNITS
+from dit_lora.families.flux2.plan import Flux2Plan
 from dit_lora.registry import get_family
 from flux2_configs import flux2_cfg
 
 
 def test_a_planned_unit_is_one_double_block_and_its_share_of_single_blocks():
-    with_units = UNITS.at_depth
+    with_units = Flux2Plan.units.at_depth
     dev = {"num_layers": 8, "num_single_layers": 48}
     assert with_units(dev, 2) == {"num_layers": 2, "num_single_layers": 12} and with_units(dev, None) == dev
     assert with_units({"num_layers": 5, "num_single_layers": 20}, 3)["num_single_layers"] == 12  # klein 4B
