@@ -43,6 +43,5 @@ def flux2_spec(name: str = "flux2") -> FamilySpec:
         adapter=Flux2Adapter(INFO),
         image_buckets=BUCKETS,
         exports=EXPORT,
-        adapter_extras=EXPORT,
         notes=Flux2Notes(),
     )

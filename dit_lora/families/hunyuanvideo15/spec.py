@@ -84,7 +84,6 @@ def hunyuanvideo15_spec(name: str = "hunyuanvideo15") -> FamilySpec:
         frame_rate=task,
         card=HunyuanVideo15Card(task),
         exports=EXPORT,
-        adapter_extras=EXPORT,
         defaults=DEFAULTS,
         notes=HunyuanVideo15Notes(task),
         setup=HunyuanVideo15Setup(encoders, task),

@@ -84,7 +84,6 @@ def ltx2_spec(name: str = "ltx2") -> FamilySpec:
         frame_rate=task,
         card=LTX2Card(task),
         exports=exports,
-        adapter_extras=exports,
         defaults=DEFAULTS,
         notes=LTX2Notes(task),
         setup=(LTX2ICSetup if ic else LTX2Setup)(encoders, task),

@@ -54,7 +54,6 @@ def lumina2_spec(name: str = "lumina2") -> FamilySpec:
         data=text,
         adapter=adapter,
         exports=EXPORT,
-        adapter_extras=EXPORT,
         image_buckets=BUCKETS,
         defaults=BUCKETS,
     )

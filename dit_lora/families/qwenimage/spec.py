@@ -76,7 +76,6 @@ def qwenimage_spec(name: str = "qwenimage") -> FamilySpec:
         data=QwenImageData(edit),
         adapter=QwenImageAdapter(info),
         exports=EXPORTS,
-        adapter_extras=EXPORTS,  # a LoKr/LoHa run's ComfyUI file
         image_buckets=BUCKETS,
         card=QwenImageCard(info),
         defaults=QwenImageDefaults(),

@@ -114,6 +114,5 @@ def wan_spec(name: str = "wan") -> FamilySpec:
         trainables=WanTrainables(),
         precision=WanPrecision(),
         demo=WanDemo(task),
-        adapter_extras=WanExports(),
         **({"setup": WanI2VSetup(task)} if i2v else {}),
     )

@@ -51,7 +51,6 @@ def zimage_spec(name: str = "zimage") -> FamilySpec:
         __package__,
         adapter=adapter,
         exports=EXPORTS,
-        adapter_extras=EXPORTS,
         image_buckets=ZImageBuckets(),
         defaults=ZImageDefaults(),
         notes=ZImageNotes(),

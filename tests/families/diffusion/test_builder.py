@@ -83,6 +83,32 @@ def test_a_familys_own_component_wins_and_none_leaves_one_out():
     assert spec.samples is None and spec.plan is None  # a family without validation samples or a plan
 
 
+class Exported:
+    def export_formats(self):
+        return {"comfyui": "ComfyUI's names"}
+
+    def export_adapter(self, output_dir, fmt):
+        return []
+
+
+class ExportedBeside(Exported):
+    def save_adapter_extras(self, output_dir, comps, cfg):
+        pass
+
+
+def test_exports_that_write_beside_the_adapter_are_its_extras_unless_the_family_says_otherwise():
+    """A family's ComfyUI export is written beside every saved adapter too: stated once, as its exports."""
+    def spec(**components):
+        return diffusion_spec("toy", INFO, model=Model(INFO), encoders=Encoders(), loss=Loss, **components)
+
+    beside = ExportedBeside()
+    assert spec(exports=beside).adapter_extras is beside
+    assert spec(exports=beside, adapter_extras=None).adapter_extras is None
+    own = ExportedBeside()
+    assert spec(exports=beside, adapter_extras=own).adapter_extras is own
+    assert "adapter_extras" not in default_components(INFO, exports=Exported())  # an export only on request
+
+
 def test_a_kit_model_stated_with_its_parts_hands_them_out_and_their_precision_is_the_specs():
     """A KitModel built with its PipelineParts needs no pipeline_parts of its own, and the spec's precision is the
     parts' (stated once); a family's own precision still wins, and a model without parts says so."""
