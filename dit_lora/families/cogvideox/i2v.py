@@ -9,7 +9,6 @@ latents and the image latents concatenated on the channel axis, with ``--first_f
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,6 +21,7 @@ from dit_lora.families.cogvideox.loss import CogVideoXLoss
 from dit_lora.families.cogvideox.model import CogVideoXModel
 from dit_lora.families.cogvideox.samples import CogVideoXSamples
 from dit_lora.families.cogvideox.state import run_state
+from dit_lora.families.diffusion.adapter import first_frame_image
 from dit_lora.families.diffusion.components import DiffusionSetup
 from dit_lora.families.diffusion.conditioning import check_validation_image, kept_conditioning_image
 
@@ -104,13 +104,9 @@ class CogVideoXI2VCard(CogVideoXCard):
     """``FamilySpec.card`` of image-to-video: the snippet loads the first frame; the conditioning rows."""
 
     def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
-        """``load_image`` of ``--validation_image`` (or a placeholder name), passed as ``image=``."""
-        source = cfg.family_options.validation_image or "first_frame.png"
-        return (
-            ", load_image",
-            f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
-            "\n    image=image,",
-        )
+        """The kit's first frame: ``load_image`` of ``--validation_image`` (or a placeholder name), passed as
+        ``image=``."""
+        return first_frame_image(cfg)
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The text-to-video rows and the first frame's noise and dropout."""

@@ -14,7 +14,8 @@ set once the adapter is in).
 
 :class:`KitCard` (``FamilySpec.card``) writes the card's usage snippet from a :class:`Snippet`: the pipeline class,
 the VAE it loads in fp32 first, the call's arguments (:meth:`KitCard.call_args`); a family states its own arguments,
-rows and license.
+rows and license. :class:`VideoCard` is a video family's, built with its task: the snippet's video written at the
+checkpoint's frame rate, an image-to-video run's first frame loaded (:func:`first_frame_line`), the clip rows.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ import torch
 from dit_lora.catalogue import license_of
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.data.frames import describe_buckets
 from dit_lora.families.diffusion.loader import folder_pipeline
 from dit_lora.output.adapter import adapter_folder, attach_adapter, save_peft_adapter
 from dit_lora.output.names import PEFT_ADAPTER_FILE
+from dit_lora.output.video import snippet_write_video
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
+    from dit_lora.families.diffusion.info_cache import VideoTask
 
 #: the seed argument every snippet's pipeline call ends with (the same image on every run of it)
 SEED_ARGUMENT = "generator=torch.manual_seed(0),"
@@ -239,6 +243,19 @@ def image_lines(extra_import: str, image_arg: str) -> tuple[list[str], list[str]
     return imports, [image_arg.strip()] if image_arg else []
 
 
+def first_frame_line(cfg: TrainConfig) -> str:
+    """The snippet line an image-to-video card loads its first frame with: ``--validation_image``, else a placeholder
+    file name (the reader puts theirs there)."""
+    source = getattr(cfg.family_options, "validation_image", None) or "first_frame.png"
+    return f"image = load_image({json.dumps(source)})  # the first frame to animate\n"
+
+
+def first_frame_image(cfg: TrainConfig) -> tuple[str, str, str]:
+    """An image-to-video card's ``snippet_image`` parts (:func:`image_lines`): ``load_image`` imported, the first
+    frame loaded (:func:`first_frame_line`), passed as ``image=``."""
+    return ", load_image", first_frame_line(cfg), "\n    image=image,"
+
+
 class KitCard:
     """``FamilySpec.card``: the usage snippet from :meth:`snippet`, no rows and no license by default. A family
     states what its snippet adds (:attr:`snippet_fields`, :meth:`snippet_parts`, :meth:`prompt_args`,
@@ -318,3 +335,38 @@ class KitCard:
         """The base model's license as the family's catalogue states it for its Hub id (``licenses`` in its
         ``catalogue.json``: :func:`~dit_lora.catalogue.license_of`); None for a local folder or an unnamed model."""
         return license_of(cfg.model.family, cfg.model.path)
+
+
+class VideoCard(KitCard):
+    """``FamilySpec.card`` of a video family, built with its task (a
+    :class:`~dit_lora.families.diffusion.info_cache.VideoTask`, which names the pipeline: no ``info``): a video as the
+    placeholder prompt, the snippet's common fields (:meth:`video_snippet`) and the rows every video card starts and
+    ends with (:meth:`video_rows`)."""
+
+    placeholder_prompt = "a video"
+
+    def __init__(self, task: VideoTask) -> None:
+        self.task = task
+
+    def video_snippet(self, cfg: TrainConfig, repo_or_dir: str, **fields: Any) -> Snippet:
+        """The task's pipeline from the base model (named ``model_id``) with the adapter, its one video written at
+        the checkpoint's frame rate; ``fields``: the family's own :class:`Snippet` fields (they win)."""
+        common = {
+            "pipeline": self.task.pipeline_class_name,
+            "base": cfg.model.pretrained_model_name_or_path or "",  # set: the parser requires it
+            "repo": repo_or_dir,
+            "base_name": "model_id",
+            "output": "video",
+            "tail": snippet_write_video(self.task.model_fps(cfg)),
+        }
+        return Snippet(**{**common, **fields})
+
+    def video_rows(self, cfg: TrainConfig, **rows: Any) -> dict[str, Any]:
+        """The card's rows: the clip buckets, the model, the family's ``rows``, the frame sampling."""
+        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
+        return {
+            "resolution": f"{buckets} (frames x height x width)",
+            "model": self.task.info(cfg).describe(),
+            **rows,
+            "frame_sampling": cfg.video.frame_sampling,
+        }

@@ -10,13 +10,10 @@ import json
 from typing import Any
 
 from dit_lora.config import TrainConfig
-from dit_lora.data.frames import describe_buckets
-from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet, quoted
+from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitAdapter, Snippet, VideoCard, first_frame_line, quoted
 from dit_lora.families.hunyuanvideo15.encoders import max_sequence_length
-from dit_lora.families.hunyuanvideo15.info import HunyuanVideo15Task
 from dit_lora.families.hunyuanvideo15.model import tiled
 from dit_lora.output.names import ADAPTER_FILE
-from dit_lora.output.video import snippet_write_video
 
 #: the VAE the reloaded pipeline and the snippet decode with in fp32
 HUNYUANVIDEO15_VAE = "AutoencoderKLHunyuanVideo15"
@@ -30,33 +27,24 @@ class HunyuanVideo15Adapter(KitAdapter):
         tiled(pipe.vae)
 
 
-class HunyuanVideo15Card(KitCard):
+class HunyuanVideo15Card(VideoCard):
     """``FamilySpec.card``: the usage snippet (the adapter through the transformer's ``load_lora_adapter``, the
     guidance scale through the pipeline's guider) and HunyuanVideo 1.5's rows."""
-
-    placeholder_prompt = "a video"
-
-    def __init__(self, task: HunyuanVideo15Task) -> None:  # the task names the pipeline: no info (KitCard's unused)
-        self.task = task
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The stock pipeline with the VAE in fp32, the adapter loaded into its transformer, one video at the trained
         size (image-to-video: the pipeline's size for the image)."""
         frames, height, width = self.task.video_buckets(cfg)[0]
         i2v = self.task.task == "i2v"
-        image_src = getattr(cfg.family_options, "validation_image", None) or "first_frame.png"
         guidance = cfg.validation.validation_guidance_scale
         load = (
             "# the HunyuanVideo 1.5 pipelines have no load_lora_weights: the adapter goes into the transformer\n"
             f"pipe.transformer.load_lora_adapter({json.dumps(repo_or_dir)}, weight_name={quoted(ADAPTER_FILE)}, "
             'prefix="transformer")\n'
         )
-        image_lines = f"image = load_image({json.dumps(image_src)})  # the first frame to animate\n" if i2v else ""
-        return Snippet(
-            pipeline=self.task.pipeline_class_name,
-            base=cfg.model.pretrained_model_name_or_path or "",  # set: the parser requires it
-            repo=repo_or_dir,
-            base_name="model_id",
+        return self.video_snippet(
+            cfg,
+            repo_or_dir,
             vae=HUNYUANVIDEO15_VAE,
             imports=[
                 "from diffusers.guiders import ClassifierFreeGuidance\n",
@@ -65,8 +53,7 @@ class HunyuanVideo15Card(KitCard):
             load=load,
             before_to="pipe.vae.enable_tiling()  # its attention spans a whole clip: tiles keep the decode in memory\n",
             before_call=f"pipe.guider = ClassifierFreeGuidance(guidance_scale={guidance})  # the call takes none\n"
-            + image_lines,
-            output="video",
+            + (first_frame_line(cfg) if i2v else ""),
             call_args=[
                 f"prompt={self.prompt(cfg)},",
                 *(["image=image,"] if i2v else [f"height={height}, width={width},"]),
@@ -74,18 +61,13 @@ class HunyuanVideo15Card(KitCard):
                 'output_type="pil",',
                 SEED_ARGUMENT,
             ],
-            tail=snippet_write_video(self.task.model_fps(cfg)),
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
-        """The buckets, the model, the timestep density and the training shift, the caption length."""
-        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
-        info = self.task.info(cfg)
-        return {
-            "resolution": f"{buckets} (frames x height x width)",
-            "model": info.describe(),
-            "weighting_scheme": cfg.family_options.weighting_scheme,
-            "flow_shift": cfg.family_options.flow_shift or info.scheduler_shift,
-            "max_sequence_length": max_sequence_length(cfg),
-            "frame_sampling": cfg.video.frame_sampling,
-        }
+        """The kit's video rows with the timestep density and the training shift, the caption length."""
+        return self.video_rows(
+            cfg,
+            weighting_scheme=cfg.family_options.weighting_scheme,
+            flow_shift=cfg.family_options.flow_shift or self.task.info(cfg).scheduler_shift,
+            max_sequence_length=max_sequence_length(cfg),
+        )

@@ -8,10 +8,8 @@ import json
 from typing import Any
 
 from dit_lora.config import TrainConfig
-from dit_lora.data.frames import describe_buckets
-from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args
+from dit_lora.families.diffusion.adapter import Snippet, VideoCard, first_frame_line, image_call_args
 from dit_lora.families.ltx2.encoders import max_sequence_length
-from dit_lora.families.ltx2.info import LTX2Task
 
 #: the VAE LTX-2 decodes in fp32 (the reloaded pipeline's and the snippet's)
 LTX2_VAE = "AutoencoderKLLTX2Video"
@@ -22,13 +20,8 @@ IC_IMPORTS = [
 ]
 
 
-class LTX2Card(KitCard):
+class LTX2Card(VideoCard):
     """``FamilySpec.card``: the usage snippet, LTX-2's rows and the license of Lightricks' release."""
-
-    placeholder_prompt = "a video"
-
-    def __init__(self, task: LTX2Task) -> None:  # the task names the pipeline
-        self.task = task
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The stock pipeline with the video VAE in fp32, the adapter loaded, one clip with its sound at the trained
@@ -36,14 +29,11 @@ class LTX2Card(KitCard):
         frames, height, width = self.task.video_buckets(cfg)[0]
         fps = self.task.model_fps(cfg)
         i2v, ic = self.task.task == "i2v", self.task.task == "ic"
-        image_src = getattr(cfg.family_options, "validation_image", None) or "first_frame.png"
         reference_src = getattr(cfg.family_options, "validation_reference", None) or "reference.mp4"
         factor = getattr(cfg.family_options, "reference_downscale_factor", 1)
-        return Snippet(
-            pipeline=self.task.pipeline_class_name,
-            base=cfg.model.pretrained_model_name_or_path or "",  # set: the parser requires it
-            repo=repo_or_dir,
-            base_name="model_id",
+        return self.video_snippet(
+            cfg,
+            repo_or_dir,
             vae=None if i2v else LTX2_VAE,  # image-to-video encodes its image in the pipeline's dtype
             imports=[
                 "from diffusers.utils import encode_video  # PyAV: the frames and their sound\n",
@@ -51,7 +41,7 @@ class LTX2Card(KitCard):
                 *(IC_IMPORTS if ic else []),
             ],
             before_call=(
-                f"image = load_image({json.dumps(image_src)})  # the first frame to animate\n"
+                first_frame_line(cfg)
                 if i2v
                 else f"with av.open({json.dumps(reference_src)}) as clip:  # the reference clip, its frames\n"
                 "    frames = [frame.to_image() for frame in clip.decode(video=0)]\n"
@@ -59,7 +49,7 @@ class LTX2Card(KitCard):
                 if ic
                 else ""
             ),
-            output="result",
+            output="result",  # the frames and their sound (the tail writes both)
             call_args=[
                 f"prompt={self.prompt(cfg)},",
                 *(["image=image,"] if i2v else []),
@@ -77,15 +67,15 @@ class LTX2Card(KitCard):
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The buckets, the model, the sound and its loss weight, the caption length, the frame sampling."""
-        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
+        rows = self.video_rows(
+            cfg,
+            timesteps="shifted, stretched logit-normal (Lightricks' LTX-2 trainer)",
+            audio=cfg.family_options.audio,
+            audio_loss_weight=cfg.family_options.audio_loss_weight,
+            max_sequence_length=max_sequence_length(cfg),
+        )
         return {
-            "resolution": f"{buckets} (frames x height x width)",
-            "model": self.task.info(cfg).describe(),
-            "timesteps": "shifted, stretched logit-normal (Lightricks' LTX-2 trainer)",
-            "audio": cfg.family_options.audio,
-            "audio_loss_weight": cfg.family_options.audio_loss_weight,
-            "max_sequence_length": max_sequence_length(cfg),
-            "frame_sampling": cfg.video.frame_sampling,
+            **rows,
             "first_frame_conditioning_p": getattr(cfg.family_options, "first_frame_conditioning_p", 1.0),
             **(
                 {"reference_downscale_factor": cfg.family_options.reference_downscale_factor}

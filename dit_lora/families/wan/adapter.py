@@ -13,12 +13,11 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
-from dit_lora.data.frames import describe_buckets
 from dit_lora.families.diffusion.adapter import (
     SEED_ARGUMENT,
     KitAdapter,
-    KitCard,
     Snippet,
+    VideoCard,
     image_call_args,
     image_lines,
 )
@@ -153,29 +152,23 @@ class WanExports(RenamedExport):
         save_beside_adapter(output_dir, comps, cfg)
 
 
-class WanCard(KitCard):
+class WanCard(VideoCard):
     """``FamilySpec.card``: the snippet, Wan's rows (size, model, schedule, experts) and Wan-AI's license."""
 
-    placeholder_prompt = "a video"
-
-    def __init__(self, task: WanTask) -> None:  # the task names the pipeline: no info (KitCard's default unused)
-        self.task = task
+    task: WanTask
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """Loading the adapter(s) with diffusers (each expert's file into its transformer) and making a video."""
         frames, height, width = self.task.video_buckets(cfg)[0]
         extra_import, before, image_arg = self.snippet_image(cfg)
         imports, image = image_lines(extra_import, image_arg)
-        return Snippet(
-            pipeline=self.task.pipeline_class_name,
-            base=cfg.model.pretrained_model_name_or_path or "",  # set: the parser requires it
-            repo=repo_or_dir,
-            base_name="model_id",
+        return self.video_snippet(
+            cfg,
+            repo_or_dir,
             vae="AutoencoderKLWan",
             imports=imports,
             load=expert_load_lines(self.task.expert(cfg), json.dumps(repo_or_dir)),
             before_call=before,
-            output="video",
             call_args=[
                 f"prompt={self.prompt(cfg)},",
                 *image,
@@ -195,14 +188,11 @@ class WanCard(KitCard):
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The buckets, the model, the timestep sampling and shift, the frame sampling, the experts, TI2V's mode."""
         info = self.task.info(cfg)
-        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
-        settings = {
-            "resolution": f"{buckets} (frames x height x width)",
-            "model": info.describe(),
-            "timestep_sampling": cfg.family_options.timestep_sampling,
-            "flow_shift": cfg.family_options.flow_shift or info.flow_shift,
-            "frame_sampling": cfg.video.frame_sampling,
-        }
+        settings = self.video_rows(
+            cfg,
+            timestep_sampling=cfg.family_options.timestep_sampling,
+            flow_shift=cfg.family_options.flow_shift or info.flow_shift,
+        )
         expert = self.task.expert(cfg)
         if expert:
             settings["experts"] = {

@@ -13,7 +13,6 @@ frame (the Wan VAE is causal in time: the first latent frame depends on the firs
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import torch
@@ -21,6 +20,7 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.families.diffusion.adapter import first_frame_image
 from dit_lora.families.diffusion.components import DiffusionSetup
 from dit_lora.families.diffusion.conditioning import (
     check_validation_image,
@@ -230,10 +230,6 @@ class WanI2VCard(WanCard):
     """``FamilySpec.card``: text-to-video's, the snippet loading the first frame to animate."""
 
     def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
-        """(extra import, lines before the call, argument) for the usage snippet's conditioning image."""
-        source = cfg.family_options.validation_image or "first_frame.png"
-        return (
-            ", load_image",
-            f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
-            "\n    image=image,",
-        )
+        """(extra import, lines before the call, argument) for the usage snippet's conditioning image: the kit's
+        first frame."""
+        return first_frame_image(cfg)

@@ -3,6 +3,8 @@ out, and every registered diffusion family saves, reloads and writes its card th
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from sana_configs import sana_cfg
@@ -236,3 +238,61 @@ def test_a_cards_own_imports_come_beside_the_load_adapter_import():
 
     code = Imports(PEFT_INFO).usage_snippet(sana_cfg(), "me/x")
     assert "from dit_lora import load_adapter" in code and "from PIL import Image\n" in code
+
+
+class ClipTask:
+    """A video family's task as the video card reads it."""
+
+    pipeline_class_name = "WanPipeline"
+
+    def model_fps(self, cfg):
+        return 16
+
+    def video_buckets(self, cfg):
+        return [(17, 64, 96)]
+
+    def info(self, cfg):
+        return SimpleNamespace(describe=lambda: "Wan 2.1 T2V 1.3B")
+
+
+def _clip_cfg(validation_image=None):
+    return SimpleNamespace(
+        model=SimpleNamespace(pretrained_model_name_or_path="me/base"),
+        family_options=SimpleNamespace(validation_image=validation_image),
+        video=SimpleNamespace(frame_buckets=None, frame_sampling="uniform"),
+        validation=SimpleNamespace(prompts=[]),
+    )
+
+
+def test_a_video_card_writes_one_video_at_the_models_frame_rate_and_the_familys_fields_win():
+    from dit_lora.families.diffusion.adapter import VideoCard
+    from dit_lora.output.video import snippet_write_video
+
+    card = VideoCard(ClipTask())
+    snippet = card.video_snippet(_clip_cfg(), "me/lora", vae="AutoencoderKLWan", call_args=[card.prompt(_clip_cfg())])
+    assert (snippet.pipeline, snippet.base, snippet.repo, snippet.base_name) == ("WanPipeline", "me/base", "me/lora",
+                                                                                  "model_id")
+    assert snippet.output == "video" and snippet.tail == snippet_write_video(16) and snippet.vae == "AutoencoderKLWan"
+    assert snippet.call_args == ['"a video"']  # the placeholder prompt of a video family
+    compile(snippet.text(), "snippet", "exec")
+    own = card.video_snippet(_clip_cfg(), "me/lora", call_args=[], output="result", tail="write(result)\n")
+    assert (own.output, own.tail) == ("result", "write(result)\n")
+
+
+def test_a_video_cards_rows_start_with_the_clips_and_model_and_end_with_the_frame_sampling():
+    from dit_lora.families.diffusion.adapter import VideoCard
+
+    rows = VideoCard(ClipTask()).video_rows(_clip_cfg(), flow_shift=3.0)
+    assert list(rows) == ["resolution", "model", "flow_shift", "frame_sampling"]
+    assert rows["resolution"] == "17x64x96 (frames x height x width)" and rows["model"] == "Wan 2.1 T2V 1.3B"
+    assert rows["flow_shift"] == 3.0 and rows["frame_sampling"] == "uniform"
+
+
+def test_an_image_to_video_snippet_loads_the_validation_image_else_a_placeholder():
+    from dit_lora.families.diffusion.adapter import first_frame_image, first_frame_line, image_lines
+
+    assert first_frame_line(_clip_cfg()) == 'image = load_image("first_frame.png")  # the first frame to animate\n'
+    assert '"me/cat.png"' in first_frame_line(_clip_cfg("me/cat.png"))
+    extra, before, arg = first_frame_image(_clip_cfg())
+    assert before == first_frame_line(_clip_cfg())
+    assert image_lines(extra, arg) == (["from diffusers.utils import load_image\n"], ["image=image,"])
