@@ -187,6 +187,27 @@ def option_draw(
     )
 
 
+def sampling_draw(
+    options,
+    latents: torch.Tensor,
+    tables: tuple[torch.Tensor, torch.Tensor],
+    generator: torch.Generator | None,
+    span: tuple[int, int] | None = None,
+) -> FlowDraw:
+    """:func:`draw` at the run's ``--timestep_sampling``: ``options``' (a
+    :class:`~dit_lora.modeling.timestep_options.TimestepSamplingOptions`) ``timestep_sampling``, ``logit_mean`` and
+    ``logit_std`` (Wan, Z-Image); ``span``: the part of the tables drawn from, as :func:`draw` takes it."""
+    return draw(
+        latents,
+        tables,
+        options.timestep_sampling,
+        logit_mean=options.logit_mean,
+        logit_std=options.logit_std,
+        generator=generator,
+        span=span,
+    )
+
+
 def _per_sample(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """``values`` (``[B]``) shaped to broadcast over ``like`` (``[B, ...]``)."""
     if values.ndim != 1 or values.shape[0] != like.shape[0]:
@@ -260,20 +281,23 @@ def draw(
     logit_std: float = 1.0,
     mode_scale: float = 1.29,
     generator: torch.Generator | None = None,
+    span: tuple[int, int] | None = None,
 ) -> FlowDraw:
     """Noise like ``latents``, then one table index per sample, both from ``generator`` (in that order).
 
     ``tables`` is :func:`flow_tables`' output on the latents' device; its length is the scheduler's
-    ``num_train_timesteps``. The sigmas are cast to the latents' dtype (as diffusers' scripts do), the
-    timesteps are not.
+    ``num_train_timesteps``. ``span``: the part of the tables drawn from, ``(first, end)`` (a two-expert Wan run's
+    trained expert's entries); None, all of them. The sigmas are cast to the latents' dtype (as diffusers' scripts
+    do), the timesteps are not.
     """
     device = latents.device
     noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
     sigma_table, timestep_table = tables
-    indices = sample_indices(
+    first, end = span if span is not None else (0, sigma_table.shape[0])
+    indices = first + sample_indices(
         weighting_scheme,
         latents.shape[0],
-        sigma_table.shape[0],
+        end - first,
         logit_mean=logit_mean,
         logit_std=logit_std,
         mode_scale=mode_scale,

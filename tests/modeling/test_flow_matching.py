@@ -131,6 +131,29 @@ def test_draw_uses_the_table_length_as_the_step_count():
     assert int(got.indices.max()) <= 9 and len(set(got.indices.tolist())) > 5
 
 
+def test_draw_takes_a_span_of_the_table_as_the_whole_of_its_own():
+    """A two-expert Wan run's expert: the same draws as from a table of the span's length, offset to its first entry."""
+    tables = fm.flow_tables(fm.training_scheduler({"flow_shift": 3.0}), "cpu")
+    latents = torch.zeros(64, 2)
+    got = fm.draw(latents, tables, "uniform", generator=torch.Generator().manual_seed(5), span=(250, 1000))
+    short = tuple(table[:750] for table in tables)
+    whole = fm.draw(latents, short, "uniform", generator=torch.Generator().manual_seed(5))
+    assert torch.equal(got.noise, whole.noise) and torch.equal(got.indices, whole.indices + 250)
+    assert int(got.indices.min()) >= 250 and torch.equal(got.timesteps, tables[1][got.indices])
+
+
+def test_sampling_draw_reads_the_timestep_sampling_options():
+    from types import SimpleNamespace
+
+    tables = fm.flow_tables(fm.training_scheduler({"flow_shift": 3.0}), "cpu")
+    options = SimpleNamespace(timestep_sampling="logit_normal", logit_mean=0.3, logit_std=0.7)
+    latents = torch.zeros(8, 2)
+    got = fm.sampling_draw(options, latents, tables, torch.Generator().manual_seed(2), span=(100, 900))
+    want = fm.draw(latents, tables, "logit_normal", logit_mean=0.3, logit_std=0.7,
+                   generator=torch.Generator().manual_seed(2), span=(100, 900))
+    assert torch.equal(got.noise, want.noise) and torch.equal(got.indices, want.indices)
+
+
 def test_the_schedulers_resolution_shift_and_both_written_forms():
     """scheduler_shift is the factor set_timesteps(mu=...) shifts by (exponential: exp(mu), linear: mu; a static
     config: its shift), and shifted_sigmas is the scheduler's time_shift in either written form."""

@@ -13,11 +13,7 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.wan.experts import WanExperts, expert_for_step, transformer_config
 from dit_lora.families.wan.state import required, run_state
-from dit_lora.modeling.flow_matching import (
-    noisy_latents,
-    sample_indices,
-    velocity_target,
-)
+from dit_lora.modeling.flow_matching import noisy_latents, sampling_draw, velocity_target
 
 
 class WanLoss(DiffusionLoss):
@@ -34,20 +30,9 @@ class WanLoss(DiffusionLoss):
         """``(noise, sigmas [B], timesteps [B])``: noise first, then one table entry per sample from the expert's
         part of the schedule (all of it for single-expert checkpoints), all drawn on the device."""
         state = run_state(comps)
-        sigma_table, timestep_table = required(state.flow_tables, "flow_tables")
-        first, end = state.index_ranges[expert or "all"]
-        noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
-        opts = cfg.family_options
-        indices = first + sample_indices(
-            opts.timestep_sampling,
-            latents.shape[0],
-            end - first,
-            logit_mean=opts.logit_mean,
-            logit_std=opts.logit_std,
-            device=latents.device,
-            generator=generator,
-        )
-        return noise, sigma_table[indices].to(latents.dtype), timestep_table[indices]
+        tables, span = required(state.flow_tables, "flow_tables"), state.index_ranges[expert or "all"]
+        drawn = sampling_draw(cfg.family_options, latents, tables, generator, span)
+        return drawn.noise, drawn.sigmas, drawn.timesteps
 
     def model_inputs(
         self,

@@ -20,7 +20,7 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.caption_flow import HostCaptionLengths, reversed_target, reversed_time
 from dit_lora.families.zimage.encoders import unpadded
 from dit_lora.families.zimage.state import tables
-from dit_lora.modeling.flow_matching import noisy_latents, sample_indices
+from dit_lora.modeling.flow_matching import noisy_latents, sampling_draw
 from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 
@@ -43,24 +43,6 @@ class ZImageLoss(HostCaptionLengths):
     """``FamilySpec.loss``: cached or encoded batches with their caption lengths read on the host, and the MSE of
     the transformer's ``x0 - eps`` prediction in fp32."""
 
-    def draw(
-        self, comps: Components, latents: torch.Tensor, generator: torch.Generator, cfg: TrainConfig
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(noise, sigmas [B], timesteps [B])``: noise first, then one schedule entry per sample, on the device."""
-        sigma_table, timestep_table = tables(comps, latents.device)
-        noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
-        opts = cfg.family_options
-        indices = sample_indices(
-            opts.timestep_sampling,
-            latents.shape[0],
-            sigma_table.shape[0],
-            logit_mean=opts.logit_mean,
-            logit_std=opts.logit_std,
-            device=latents.device,
-            generator=generator,
-        )
-        return noise, sigma_table[indices].to(latents.dtype), timestep_table[indices]
-
     def compute_loss(
         self,
         comps: Components,
@@ -71,10 +53,11 @@ class ZImageLoss(HostCaptionLengths):
     ) -> torch.Tensor:
         """The squared error of the transformer's ``x0 - eps`` at a drawn sigma, averaged in fp32."""
         latents = batch["latents"]
-        noise, sigmas, timesteps = self.draw(comps, latents, generator, cfg)
-        noisy = noisy_latents(latents, noise, sigmas)
+        # noise first, then one schedule entry per sample, on the device
+        drawn = sampling_draw(cfg.family_options, latents, tables(comps, latents.device), generator)
+        noisy = noisy_latents(latents, drawn.noise, drawn.sigmas)
         captions = unpadded(batch["prompt_embeds"], caption_lengths(batch))
-        pred = predict(model, noisy, reversed_time(timesteps), captions)
-        target = reversed_target(latents, noise)
+        pred = predict(model, noisy, reversed_time(drawn.timesteps), captions)
+        target = reversed_target(latents, drawn.noise)
         # --masked_loss: per latent pixel (the transformer patches inside)
         return weighted_or_masked_mse(pred, target, None, batch, cfg)
