@@ -11,7 +11,8 @@ family's folder option (musubi-tuner's ``control_directory``, ai-toolkit's ``con
 changed control image is encoded again); each control image is resized to cover the sample's bucket and cropped as
 the target is (musubi-tuner's default, and diffusers' ``train_dreambooth_lora_flux_kontext.py``: controls at the
 target's size), so a batch of one bucket stacks. A sample whose control image is missing or unreadable stops the run
-in one paragraph naming it and its column.
+in one paragraph naming it and its column. The family's setup (:class:`ControlSetup`) records the run's crop for the
+controls and keeps the validation samples' control images.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import dataclasses
 import json
 import os
 import re
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from PIL import Image
 
+from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.decode import load_rgb, oriented_size
 from dit_lora.data.paths import FolderWalk, locate
@@ -34,6 +37,7 @@ from dit_lora.data.prepare import ImageMedia
 from dit_lora.data.samples import name_some
 from dit_lora.data.sources import METADATA_FILENAMES, json_lines
 from dit_lora.data.transforms import crop_seed, preprocess_image
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -196,6 +200,27 @@ def validation_control_paths(cfg: TrainConfig, samples: list) -> list[str]:
     """The validation samples' control images: ``--validation_image``, else the first training sample's."""
     chosen = cfg.family_options.validation_image
     return [chosen] if chosen else list(samples[0].conditions if samples else [])
+
+
+class ControlSetup(TextSettingsSetup, ABC):
+    """``FamilySpec.setup`` of an edit family: the run's text settings, how targets are cropped (:func:`target_crop`,
+    in the run state's ``crop``: the controls are cropped alike), and, when the run validates, the validation
+    samples' control images (:func:`validation_control_paths`) kept by the family's :meth:`keep_validation_controls`."""
+
+    def configure(self, comps: Components, cfg: TrainConfig) -> None:
+        """The text settings, and how targets are cropped."""
+        super().configure(comps, cfg)
+        self.run_state(comps).crop = target_crop(cfg)
+
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+        """With validation prompts: :meth:`keep_validation_controls` of the validation control images."""
+        if cfg.validation.validation_prompt:
+            self.keep_validation_controls(comps, cfg, validation_control_paths(cfg, samples))
+
+    @abstractmethod
+    def keep_validation_controls(self, comps: Components, cfg: TrainConfig, paths: list[str]) -> None:
+        """Keep what the validation samples need of their control images ``paths`` (none: refused, naming
+        ``--validation_image``)."""
 
 
 def control_pixels(sample, path: str, crop: tuple[bool, int]) -> torch.Tensor:

@@ -30,16 +30,14 @@ from dit_lora.families.diffusion.components import DiffusionData, vae_on
 from dit_lora.families.diffusion.conditioning import check_validation_image
 from dit_lora.families.diffusion.edit_data import (
     ControlFlags,
+    ControlSetup,
     EditMedia,
     control_pixels,
     fitted_control,
     refuse_edit_options,
-    target_crop,
     to_pil,
-    validation_control_paths,
 )
 from dit_lora.families.diffusion.packed import latent_ids, pack
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.flux.encoders import FluxEncoders
 from dit_lora.families.flux.loss import FluxLoss
 from dit_lora.families.flux.model import FluxModel
@@ -109,19 +107,12 @@ class KontextLoss(FluxLoss):
         return torch.cat([tokens, pack(control)], dim=1), torch.cat([ids, control_ids])
 
 
-class KontextSetup(TextSettingsSetup):
-    """``FamilySpec.setup``: FLUX.1's text settings, the crop the controls follow and the validation control image."""
+class KontextSetup(ControlSetup):
+    """``FamilySpec.setup``: the kit's edit setup (FLUX.1's text settings, the crop the controls follow) and the
+    validation control image."""
 
-    def configure(self, comps: Components, cfg: TrainConfig) -> None:
-        """The text settings, and how targets are cropped (the controls are cropped alike)."""
-        super().configure(comps, cfg)
-        run_state(comps).crop = target_crop(cfg)
-
-    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
-        """Keep the validation control image: ``--validation_image``, else the first sample's, at the run's size."""
-        if not cfg.validation.validation_prompt:
-            return
-        paths = validation_control_paths(cfg, samples)
+    def keep_validation_controls(self, comps: Components, cfg: TrainConfig, paths: list[str]) -> None:
+        """Keep the validation control image (``--validation_image``, else the first sample's) at the run's size."""
         if not paths:
             raise UserError("FLUX.1 Kontext validation needs an image to edit: set --validation_image.")
         run_state(comps).validation_control = fitted_control(paths[0], cfg.data.resolution)

@@ -28,8 +28,8 @@ from PIL import Image
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.edit_data import control_pixels, target_crop, to_pil, validation_control_paths
-from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, QwenImageEncoders, QwenImageSetup, pad_text
+from dit_lora.families.diffusion.edit_data import ControlSetup, control_pixels, to_pil
+from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, QwenImageEncoders, pad_text
 from dit_lora.families.qwenimage.loss import QwenImageLoss, pack_latents
 from dit_lora.families.qwenimage.samples import QwenImageSamples
 from dit_lora.families.qwenimage.state import run_state
@@ -127,21 +127,15 @@ class EditLoss(QwenImageLoss):
         return torch.cat(parts, dim=1), [shapes] * packed.shape[0]
 
 
-class EditSetup(QwenImageSetup):
-    """``FamilySpec.setup``: the crop the controls follow; the validation control images and their prompt embeddings,
-    computed while the text encoder is loaded."""
+class EditSetup(ControlSetup):
+    """``FamilySpec.setup``: the kit's edit setup (text-to-image's text settings, the crop the controls follow); the
+    validation control images and their prompt embeddings, computed while the text encoder is loaded."""
 
-    def configure(self, comps: Components, cfg: TrainConfig) -> None:
-        """Text-to-image's settings, plus how targets are cropped (the controls are cropped alike)."""
-        super().configure(comps, cfg)
-        run_state(comps).crop = target_crop(cfg)
+    run_state = staticmethod(run_state)
 
-    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+    def keep_validation_controls(self, comps: Components, cfg: TrainConfig, paths: list[str]) -> None:
         """Keep the validation controls (``--validation_image``, else the first sample's) and their embeddings."""
-        if not cfg.validation.validation_prompt:
-            return
         state = run_state(comps)
-        paths = validation_control_paths(cfg, samples)
         try:
             images = [Image.open(p).convert("RGB") for p in paths]
         except OSError as err:

@@ -11,7 +11,7 @@ from PIL import Image
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.edit_data import EditMedia, metadata_controls
+from dit_lora.families.diffusion.edit_data import ControlSetup, EditMedia, metadata_controls
 from dit_lora.registry import get_spec
 
 
@@ -217,3 +217,29 @@ def test_a_dataset_is_refused_for_an_edit_model_in_one_paragraph():
     cfg = TrainConfig.for_family("flux_kontext", dataset_name="user/pairs", cond_image_column="before")
     with pytest.raises(UserError, match=r"--dataset_name is not read for them\. Save the dataset's images"):
         refuse_edit_options(cfg, "FLUX.1 Kontext")
+
+
+class KeptSetup(ControlSetup):
+    """An edit family's setup that records the validation controls it is handed."""
+
+    def keep_validation_controls(self, comps, cfg, paths):
+        comps.state.kept = paths
+
+
+def test_the_edit_setup_records_the_crop_and_keeps_the_validation_controls_only_when_validating():
+    from dit_lora.contract.capabilities import TextSettings
+    from dit_lora.contract.family import Components
+
+    state = SimpleNamespace(text=None, crop=None, kept=None)
+    encoders = SimpleNamespace(text_settings=lambda cfg: TextSettings(max_sequence_length=8))
+    setup = KeptSetup(encoders, lambda comps: comps.state)
+    comps = Components(model=None, encoders={}, state=state)
+    cfg = TrainConfig.for_family("flux_kontext", resolution=32, seed=7, validation_prompt="make it red")
+    setup.configure(comps, cfg)
+    assert state.text == TextSettings(max_sequence_length=8) and state.crop == (bool(cfg.data.center_crop), 7)
+    setup.inspect_samples(comps, cfg, [SimpleNamespace(conditions=("c1.png",))])
+    assert state.kept == ["c1.png"]  # the first sample's, without --validation_image
+    quiet = TrainConfig.for_family("flux_kontext", resolution=32)
+    state.kept = None
+    setup.inspect_samples(comps, quiet, [SimpleNamespace(conditions=("c1.png",))])
+    assert state.kept is None  # no validation: nothing kept
