@@ -1,6 +1,7 @@
 """What a video family reads from a checkpoint's small config files, read once (:class:`InfoCache`; the geometry
-of a clip VAE and a 3D-patch transformer: :class:`ClipGeometry`), and the task a run trains on it
-(:class:`VideoTask`: the pipeline, those facts, the clip buckets, the frame rate)."""
+of a clip VAE and a 3D-patch transformer: :class:`ClipGeometry`), the task a run trains on it
+(:class:`VideoTask`: the pipeline, those facts, the clip buckets, the frame rate) and the start notes' line on it
+(:class:`VideoNotes`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from dit_lora.data.frames import automatic_note
+from dit_lora.families.diffusion.components import DiffusionNotes
 from dit_lora.families.diffusion.video_sizes import clip_buckets
 from dit_lora.modelfiles.pipeline_files import read_once
 
@@ -130,3 +133,22 @@ class VideoTask:
     def reference_factor(self, cfg: TrainConfig) -> int:
         """An in-context task's ``--reference_downscale_factor`` (1 for every other task)."""
         return int(getattr(cfg.family_options, "reference_downscale_factor", 1) or 1) if self.task == "ic" else 1
+
+
+class VideoNotes(DiffusionNotes):
+    """``FamilySpec.notes`` of a video family, built with its task: the start notes' line on what the run trains
+    (:meth:`trained_note`), which a family follows with its own lines."""
+
+    def __init__(self, task: VideoTask) -> None:
+        self.task = task
+
+    def trained_note(self, cfg: TrainConfig, rate: str | None = None) -> str:
+        """The model, the task, the training size (the first bucket) and its ``rate`` (default: the checkpoint's
+        frame rate), and the other automatic buckets (:func:`~dit_lora.data.frames.automatic_note`)."""
+        buckets = self.task.video_buckets(cfg)
+        f, h, w = buckets[0]
+        at = rate if rate is not None else f" at {self.task.model_fps(cfg):g} fps"
+        return (
+            f"model: {self.task.info(cfg).describe()}; {self.task.mode}; training size {f}x{h}x{w} (frames x height x "
+            f"width){at}" + automatic_note(buckets, automatic=not cfg.video.frame_buckets)
+        )

@@ -12,10 +12,10 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.data.frames import automatic_note
-from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
+from dit_lora.families.diffusion.components import Fp32VaePrecision
 from dit_lora.families.diffusion.conditioning import check_validation_image
 from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
+from dit_lora.families.diffusion.info_cache import VideoNotes
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, image_encoder_parts
 from dit_lora.families.diffusion.video_sizes import OneClipPerStep
 from dit_lora.families.hunyuanvideo15 import demo as tiny
@@ -173,22 +173,15 @@ PARTS = PipelineParts(
 )
 
 
-class HunyuanVideo15Notes(DiffusionNotes):
+class HunyuanVideo15Notes(VideoNotes):
     """``FamilySpec.notes``: the checkpoint, the training size and fps, the shift trained with."""
 
-    def __init__(self, task: HunyuanVideo15Task) -> None:
-        self.task = task
-
     def start_notes(self, cfg: TrainConfig) -> list[str]:
-        """What the run trains (model, size, fps, task) and the training shift."""
-        info = self.task.info(cfg)
-        buckets = self.task.video_buckets(cfg)
-        f, h, w = buckets[0]
+        """What the run trains (the kit's line: model, task, size, fps) and the training shift."""
         shift = cfg.family_options.flow_shift
         return [
-            f"model: {info.describe()}; {self.task.mode}; training size {f}x{h}x{w} (frames x height x width) at "
-            f"{self.task.model_fps(cfg):g} fps" + automatic_note(buckets, automatic=not cfg.video.frame_buckets),
-            f"training shift {shift if shift else info.scheduler_shift:g} "
+            self.trained_note(cfg),
+            f"training shift {shift if shift else self.task.info(cfg).scheduler_shift:g} "
             + ("(--flow_shift)" if shift else "(the checkpoint scheduler's; --flow_shift sets another)"),
         ]
 

@@ -11,11 +11,11 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
-from dit_lora.data.frames import automatic_note
 from dit_lora.families.diffusion.clip_audio import refuse_uniform
-from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
+from dit_lora.families.diffusion.components import Fp32VaePrecision
 from dit_lora.families.diffusion.conditioning import check_validation_image
 from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
+from dit_lora.families.diffusion.info_cache import VideoNotes
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, model_class
 from dit_lora.families.diffusion.reference_clips import check_reference_config
 from dit_lora.families.diffusion.video_sizes import OneClipPerStep
@@ -161,11 +161,8 @@ def count_silent(samples: list) -> tuple[int, int]:
     return silent, len(samples)
 
 
-class LTX2Notes(DiffusionNotes):
+class LTX2Notes(VideoNotes):
     """``FamilySpec.notes``: the checkpoint, the training size and fps, the sound."""
-
-    def __init__(self, task: LTX2Task) -> None:
-        self.task = task
 
     def sample_notes(self, cfg: TrainConfig, samples: list) -> list[str]:
         """With ``--audio on``, how many clips have no audio track (never silently: their audio part is masked); with
@@ -192,9 +189,6 @@ class LTX2Notes(DiffusionNotes):
 
     def start_notes(self, cfg: TrainConfig) -> list[str]:
         """What the run trains (model, size, fps) and whether the sound trains with it."""
-        info = self.task.info(cfg)
-        buckets = self.task.video_buckets(cfg)
-        f, h, w = buckets[0]
         sound = (
             f"sound: each clip's own track over its frames' span, audio loss weight "
             f"{cfg.family_options.audio_loss_weight:g} (--audio_loss_weight); clips without a track train their video "
@@ -202,11 +196,7 @@ class LTX2Notes(DiffusionNotes):
             if with_audio(cfg)
             else "sound: off (--audio off): the video alone"
         )
-        return [
-            f"model: {info.describe()}; {self.task.mode}; training size {f}x{h}x{w} (frames x height x width); positions at "
-            "each clip's own frame rate" + automatic_note(buckets, automatic=not cfg.video.frame_buckets),
-            sound,
-        ]
+        return [self.trained_note(cfg, rate="; positions at each clip's own frame rate"), sound]
 
 
 class LTX2Defaults(OneClipPerStep):

@@ -9,10 +9,10 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.data.frames import automatic_note
-from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
+from dit_lora.families.diffusion.components import Fp32VaePrecision
 from dit_lora.families.diffusion.conditioning import check_validation_image
 from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
+from dit_lora.families.diffusion.info_cache import VideoNotes
 from dit_lora.families.diffusion.latents import clip_statistics
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
 from dit_lora.families.diffusion.video_sizes import OneClipPerStep
@@ -92,22 +92,16 @@ PARTS = PipelineParts(
 )
 
 
-class SanaVideoNotes(DiffusionNotes):
+class SanaVideoNotes(VideoNotes):
     """``FamilySpec.notes``: the checkpoint, the training size and fps, the shift trained with."""
 
-    def __init__(self, task: SanaVideoTask) -> None:
-        self.task = task
-
     def start_notes(self, cfg: TrainConfig) -> list[str]:
-        """What the run trains (model, size, fps, task) and the training shift against the sampling one."""
-        info = self.task.info(cfg)
-        buckets = self.task.video_buckets(cfg)
-        f, h, w = buckets[0]
+        """What the run trains (the kit's line: model, task, size, fps) and the training shift against the sampling
+        one."""
         return [
-            f"model: {info.describe()}; {self.task.mode}; training size {f}x{h}x{w} (frames x height x width) at "
-            f"{self.task.model_fps(cfg):g} fps" + automatic_note(buckets, automatic=not cfg.video.frame_buckets),
+            self.trained_note(cfg),
             f"training shift {training_shift(cfg):g} (NVlabs' SANA-Video trainer; --flow_shift), the checkpoint's "
-            f"sampler shifts by {info.scheduler_shift:g}",
+            f"sampler shifts by {self.task.info(cfg).scheduler_shift:g}",
         ]
 
 

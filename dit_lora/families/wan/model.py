@@ -21,8 +21,9 @@ from dit_lora.contract.family import Components
 from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_note
-from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionPrecision
 from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
+from dit_lora.families.diffusion.info_cache import VideoNotes
 from dit_lora.families.diffusion.latents import clip_statistics
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, load_pipeline
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
@@ -332,11 +333,10 @@ def check_trained_size(task: WanTask, cfg: TrainConfig, info) -> None:
             )
 
 
-class WanNotes(DiffusionNotes):
+class WanNotes(VideoNotes):
     """``FamilySpec.notes``: the checkpoint, the training size, the experts and the TI2V image mode."""
 
-    def __init__(self, task: WanTask) -> None:
-        self.task = task
+    task: WanTask
 
     def start_notes(self, cfg: TrainConfig) -> list[str]:
         """What the run trains (model, size, fps), which expert(s) and how, and the TI2V image-mode share."""

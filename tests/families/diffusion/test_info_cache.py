@@ -11,7 +11,8 @@ import pytest
 from config_stand_in import stand_in
 
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
+from dit_lora.families.diffusion.components import DiffusionNotes
+from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, VideoNotes, VideoTask, clip_geometry
 
 
 def test_read_once_per_model_and_again_after_a_rebuild_or_forget(tmp_path):
@@ -65,3 +66,26 @@ def test_the_task_says_how_image_to_video_trains_its_first_frame():
     assert Task(name="t", task="t2v", pipeline_class_name="WanPipeline").mode == "text-to-video"
     assert Task(name="i", task="i2v", pipeline_class_name="WanPipeline").mode == (
         "image-to-video (first latent frame clean, timestep 0, out of the loss)")
+
+
+@dataclass(frozen=True)
+class Described(Facts):
+    def describe(self):
+        return "Toy 1B"
+
+
+@dataclass(frozen=True)
+class DescribedTask(VideoTask):
+    infos, label = InfoCache(lambda cfg: Described()), "Model"
+
+
+def test_the_video_notes_say_the_model_task_size_and_rate():
+    notes = VideoNotes(DescribedTask(name="t", task="i2v", pipeline_class_name="WanPipeline"))
+    line = notes.trained_note(_sizes(frame_buckets="9x64x96"))
+    assert line == (
+        "model: Toy 1B; image-to-video (first latent frame clean, timestep 0, out of the loss); training size 9x64x96 "
+        "(frames x height x width) at 24 fps"
+    )
+    own = notes.trained_note(_sizes(frame_buckets="9x64x96"), rate="; positions at each clip's own frame rate")
+    assert own.endswith("(frames x height x width); positions at each clip's own frame rate")
+    assert DiffusionNotes.start_notes is VideoNotes.start_notes  # a family adds its own lines
