@@ -121,7 +121,6 @@ def cogvideox_spec(name: str = "cogvideox") -> FamilySpec:
         data=ClipData(),
         adapter=CogVideoXAdapter(info),
         video_frames=video,
-        frame_rate=video,
         kernels=PatchPoints(patch_points),
         card=(CogVideoXI2VCard if i2v else CogVideoXCard)(info, video),
         defaults=DEFAULTS,

@@ -6,8 +6,9 @@ Defaults: the standard image data (:class:`~.components.DiffusionData`), metadat
 (:class:`~.components.DiffusionCaptions`), no notes, the precision of the model's ``PipelineParts`` (else the model
 in the run's dtype, :class:`~.components.DiffusionPrecision`), nothing set up per run
 (:class:`~.components.DiffusionSetup`), the kit's adapter on ``info.pipeline_class_name``
-(:class:`~.adapter.KitAdapter`) and, where the family's exports can also write beside the adapter (its ComfyUI file),
-those exports as its adapter extras. Wiring: the loss takes the encoders,
+(:class:`~.adapter.KitAdapter`), where the family's exports can also write beside the adapter (its ComfyUI file),
+those exports as its adapter extras, and, where its clip buckets' component also says the model's frame rate (a video
+family's task), that component as its frame rate. Wiring: the loss takes the encoders,
 the samples take the encoders, the plan takes the encoders, the loss and the image buckets, and the model.
 :func:`folder_spec` goes one step further for a family laid out as the kit lays families out: it finds each component
 in its conventional module, so the family's ``spec.py`` names only what its folder does not say.
@@ -16,10 +17,10 @@ in its conventional module, so the family's ``spec.py`` names only what its fold
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.contract.capabilities import AdapterExtras
+from dit_lora.contract.capabilities import AdapterExtras, FrameRate
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.adapter import KitAdapter
@@ -138,11 +139,13 @@ class PatchPoints:
         return list(self.points())
 
 
-def default_components(info: FamilyInfo, model: Any = None, exports: Any = None) -> dict[str, Any]:
+def default_components(info: FamilyInfo, model: Any = None, stated: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The components a diffusion family gets unless it states its own (the precision: that of the ``parts`` its
-    ``model`` was given, where it was; the adapter extras: its ``exports``, where they also write beside the adapter,
-    so that every run writes its exported file too)."""
+    ``model`` was given, where it was). Two of the ``stated`` components serve a second role unless the family says
+    otherwise: ``exports`` that also write beside the adapter are its adapter extras (every run writes its exported
+    file too), ``video_frames`` that also say the model's frame rate (a video task) are its frame rate."""
     parts = getattr(model, "parts", None)
+    exports, frames = (stated or {}).get("exports"), (stated or {}).get("video_frames")
     return {
         "data": DiffusionData(),
         "captions": DiffusionCaptions(),
@@ -151,6 +154,7 @@ def default_components(info: FamilyInfo, model: Any = None, exports: Any = None)
         "setup": DiffusionSetup(),
         "adapter": KitAdapter(info),
         **({"adapter_extras": exports} if isinstance(exports, AdapterExtras) else {}),
+        **({"frame_rate": frames} if isinstance(frames, FrameRate) else {}),
     }
 
 
@@ -170,7 +174,7 @@ def diffusion_spec(
     lambda), every component of :func:`default_components` filled unless ``components`` states it (a family's
     component wins; None leaves it out), the rest of ``components`` as given."""
     built_loss = loss(encoders)
-    filled = {**default_components(info, model, components.get("exports")), **components}
+    filled = {**default_components(info, model, components), **components}
     built_plan = plan(encoders, built_loss, filled.get("image_buckets")) if plan is not None else None
     if isinstance(built_plan, DiffusionPlan):
         built_plan.model = model  # the kit's plan_components builds the model's own components on the meta device

@@ -81,7 +81,6 @@ def hunyuanvideo15_spec(name: str = "hunyuanvideo15") -> FamilySpec:
         data=ClipData(),
         adapter=HunyuanVideo15Adapter(info, fp32_vae=HUNYUANVIDEO15_VAE),
         video_frames=task,
-        frame_rate=task,
         card=HunyuanVideo15Card(task),
         exports=EXPORT,
         defaults=DEFAULTS,

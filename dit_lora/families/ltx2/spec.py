@@ -81,7 +81,6 @@ def ltx2_spec(name: str = "ltx2") -> FamilySpec:
         # the bf16 image, LTX2ImageToVideoPipeline.prepare_latents)
         adapter=KitAdapter(info, fp32_vae=None if task.task == "i2v" else LTX2_VAE),
         video_frames=task,
-        frame_rate=task,
         card=LTX2Card(task),
         exports=exports,
         defaults=DEFAULTS,

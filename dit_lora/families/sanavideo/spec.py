@@ -71,7 +71,6 @@ def sanavideo_spec(name: str = "sanavideo") -> FamilySpec:
         data=ClipData(),
         adapter=KitAdapter(info, fp32_vae=SANA_VIDEO_VAE),
         video_frames=task,
-        frame_rate=task,
         kernels=PatchPoints(patch_points),
         card=SanaVideoCard(task),
         defaults=DEFAULTS,

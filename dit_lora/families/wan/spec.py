@@ -105,7 +105,6 @@ def wan_spec(name: str = "wan") -> FamilySpec:
         data=ClipData(),
         adapter=(WanI2VAdapter if i2v else WanAdapter)(info, task),
         video_frames=task,
-        frame_rate=task,
         kernels=PatchPoints(patch_points),
         exports=WanExports(),
         card=(WanI2VCard if i2v else WanCard)(task),

@@ -106,7 +106,28 @@ def test_exports_that_write_beside_the_adapter_are_its_extras_unless_the_family_
     assert spec(exports=beside, adapter_extras=None).adapter_extras is None
     own = ExportedBeside()
     assert spec(exports=beside, adapter_extras=own).adapter_extras is own
-    assert "adapter_extras" not in default_components(INFO, exports=Exported())  # an export only on request
+    assert "adapter_extras" not in default_components(INFO, stated={"exports": Exported()})  # an export only on request
+
+
+class Clips:
+    def video_buckets(self, cfg):
+        return [(17, 64, 64)]
+
+
+class ClipsAtARate(Clips):
+    def model_fps(self, cfg):
+        return 16.0
+
+
+def test_a_video_task_that_says_the_frame_rate_is_the_frame_rate_unless_the_family_says_otherwise():
+    """A video family's task gives both its clip buckets and the model's frame rate: stated once, as video_frames."""
+    def spec(**components):
+        return diffusion_spec("toy", INFO, model=Model(INFO), encoders=Encoders(), loss=Loss, **components)
+
+    task = ClipsAtARate()
+    assert spec(video_frames=task).frame_rate is task
+    assert spec(video_frames=task, frame_rate=None).frame_rate is None
+    assert spec(video_frames=Clips()).frame_rate is None and spec().frame_rate is None
 
 
 def test_a_kit_model_stated_with_its_parts_hands_them_out_and_their_precision_is_the_specs():
