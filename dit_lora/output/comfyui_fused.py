@@ -36,12 +36,30 @@ update with the halves swapped back. That costs the fused weight's size per bloc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from dit_lora.core.datafile import DataFileError, path_of, read, record
 from dit_lora.core.errors import UserError
-from dit_lora.output.comfyui_types import LORA, Layer, RenamedExport, RenameTable, comfyui_tensors
+from dit_lora.output.comfyui_types import (
+    LORA,
+    Layer,
+    RenamedExport,
+    RenameTable,
+    adapter_layers,
+    comfyui_tensors,
+    is_dora_file,
+    run_adapter_file,
+)
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
+#: the most a run writes by itself as a LoKr's or LoHa's fused ``.diff`` weights (HunyuanVideo 1.5's 8.3B transformer:
+#: about 5.4 GiB, one fp32 update of each stream's q/k/v a block); above it ``dit-lora export`` writes it on request
+AUTO_DIFF_BYTES = 2 * 2**30
 
 
 @dataclass(frozen=True)
@@ -142,6 +160,22 @@ def typed_update(layer: Layer) -> torch.Tensor:
     return torch.kron(factor(1), factor(2))
 
 
+def typed_shape(layer: Layer) -> tuple[int, int]:
+    """(rows, columns) of a LoKr or LoHa layer's update, from its factors' shapes (nothing multiplied)."""
+    t = layer.tensors
+    if "hada_w1_a" in t:
+        return t["hada_w1_a"].shape[0], t["hada_w1_b"].shape[1]
+
+    def factor(n: int) -> tuple[int, int]:
+        whole = t.get(f"lokr_w{n}")
+        if whole is not None:
+            return whole.shape[0], whole.shape[1]
+        return t[f"lokr_w{n}_a"].shape[0], t[f"lokr_w{n}_b"].shape[1]
+
+    (r1, c1), (r2, c2) = factor(1), factor(2)
+    return r1 * r2, c1 * c2
+
+
 def stacked_update(
     parts: dict[int, torch.Tensor], shares: tuple[int, ...], dtype: torch.dtype, name: str = "the fused weight"
 ) -> torch.Tensor:
@@ -196,6 +230,47 @@ class FusedExport(RenamedExport):
             dtype = next(iter(layer.tensors.values())).dtype
             return {f"{self.layer_name(module)}.diff": torch.cat([shift, scale]).to(dtype).contiguous()}
         return comfyui_tensors(self.typed_layer_name(module), layer)
+
+    def diff_bytes(self, state: dict[str, torch.Tensor], source: str = "the adapter") -> int:
+        """The bytes of the fused ``.diff`` weights the export of ``state`` writes (0 unless ``typed_fused="diff"``
+        and a LoKr/LoHa layer is a fused part): each such fused weight whole, in its parts' dtype."""
+        if self.typed_fused != "diff":
+            return 0
+        fused: dict[str, tuple[dict[int, int], tuple[int, ...], int, int]] = {}
+        for module, layer in adapter_layers(state, source, self.family, self.accepts, self.known).items():
+            part = self.layout.fused(module)
+            if layer.kind == LORA or part is None:
+                continue
+            name, position, shares = part
+            rows, columns = typed_shape(layer)
+            itemsize = next(iter(layer.tensors.values())).element_size()
+            fused.setdefault(name, ({}, shares, columns, itemsize))[0][position] = rows
+        return sum(
+            sum(part_rows(rows, shares, name)) * columns * itemsize
+            for name, (rows, shares, columns, itemsize) in fused.items()
+        )
+
+    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
+        """:meth:`RenamedExport.save_adapter_extras`, but a LoKr/LoHa adapter whose fused ``.diff`` weights would
+        exceed :data:`AUTO_DIFF_BYTES` gets one line instead, naming the size and the export command: a run (and its
+        EMA and named copies) does not fill the disk with gigabytes nobody asked for."""
+        from safetensors.torch import load_file
+
+        source = run_adapter_file(Path(output_dir), self.family)
+        if self.typed_fused == "diff" and not is_dora_file(source):
+            try:
+                size = self.diff_bytes(load_file(str(source)), str(source))
+            except UserError:  # the export refuses it: the base class says why
+                size = 0
+            if size > AUTO_DIFF_BYTES:
+                print(
+                    f"no ComfyUI file written beside {source.name}: a LoKr or LoHa adapter's q/k/v go into "
+                    f"{self.family}'s fused ComfyUI weights as their exact update (.diff), {size / 2**30:.1f} GiB "
+                    f"here; `dit-lora export {output_dir} --format comfyui` writes it when you want it (a LoRA "
+                    "adapter's ComfyUI file stays small: its fused q/k/v stay low-rank)."
+                )
+                return
+        super().save_adapter_extras(output_dir, comps, cfg)
 
     def convert(self, layers: dict[str, Layer], source: str) -> dict[str, torch.Tensor]:
         """LoRA: BFL's names, the fused parts fused, the swapped halves swapped back; a LoRA bias refused. LoKr

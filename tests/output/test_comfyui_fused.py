@@ -115,3 +115,53 @@ def test_parts_in_other_proportions_fuse_when_all_are_trained_and_are_refused_ot
     export.save_adapter_extras(tmp_path, None, None)
     assert "no ComfyUI file beside the adapter: `single_blocks.0.linear1` fuses" in capsys.readouterr().out
     assert not list(tmp_path.glob("*_comfyui.safetensors"))
+
+
+def _lokr_run(folder, export, parts, width=8):
+    """A run folder whose adapter is a LoKr on ``parts`` of single block 0 (each 8 wide), as dit-lora saves it."""
+    from safetensors.torch import save_file
+
+    from dit_lora.output.names import ADAPTER_FILE
+
+    g = torch.Generator().manual_seed(1)
+    state = {}
+    for part in parts:
+        rows = width * (4 if part == "proj_mlp" else 1)
+        prefix = f"transformer.single_transformer_blocks.0.{'attn.' if part != 'proj_mlp' else ''}{part}"
+        state[f"{prefix}.lokr_w1"] = torch.randn(2, 2, generator=g)
+        state[f"{prefix}.lokr_w2"] = torch.randn(rows // 2, width // 2, generator=g)
+    folder.mkdir(exist_ok=True)
+    save_file(state, str(folder / ADAPTER_FILE))
+    return state
+
+
+def test_diff_bytes_is_what_the_export_writes_as_fused_diffs(tmp_path, monkeypatch):
+    export = FusedExport("FLUX.1", _module(tmp_path, monkeypatch, FLUX1), "known", "keys", "the file",
+                         typed_fused="diff")
+    state = _lokr_run(tmp_path / "run", export, ["to_q", "to_k", "to_v", "proj_mlp"])
+    written = export.comfyui_state(dict(state))
+    diffs = [t for k, t in written.items() if k.endswith(".diff")]
+    assert diffs and export.diff_bytes(state) == sum(t.numel() * t.element_size() for t in diffs)
+    assert FusedExport("FLUX.1", _module(tmp_path, monkeypatch, FLUX1), "known", "keys", "the file").diff_bytes(
+        state) == 0  # the slices layout writes no .diff
+
+
+def test_a_run_writes_no_fused_diff_over_the_limit_and_says_how_to_export_it(tmp_path, monkeypatch, capsys):
+    from dit_lora.output import comfyui_fused
+
+    export = FusedExport("FLUX.1", _module(tmp_path, monkeypatch, FLUX1), "known", "keys", "the file",
+                         typed_fused="diff")
+    run = tmp_path / "run"
+    _lokr_run(run, export, ["to_q", "to_k", "to_v"])
+    monkeypatch.setattr(comfyui_fused, "AUTO_DIFF_BYTES", 100)
+    export.save_adapter_extras(run, None, None)
+    said = capsys.readouterr().out
+    assert not list(run.glob("*_comfyui.safetensors"))
+    assert "no ComfyUI file written beside pytorch_lora_weights.safetensors" in said
+    assert f"dit-lora export {run} --format comfyui" in said
+    assert export.export_adapter(run, "comfyui")  # on request it is written
+    monkeypatch.setattr(comfyui_fused, "AUTO_DIFF_BYTES", 2 * 2**30)
+    for path in run.glob("*_comfyui.safetensors"):
+        path.unlink()
+    export.save_adapter_extras(run, None, None)  # under the limit: written by the run itself
+    assert len(list(run.glob("*_comfyui.safetensors"))) == 1

@@ -16,8 +16,10 @@ diffusers' conversion script and of ComfyUI's state-dict renames): a LoRA's q, k
 refiner's) fused into one ``qkv`` LoRA (the ``A``s stacked, the ``B``s block-diagonal: the product is exactly the
 three), ``norm_out.linear``'s halves swapped back into ``final_layer.adaLN_modulation.1``, every other layer under
 its ComfyUI name; a LoKr's or LoHa's q, k, v as the exact update of the fused weight (``.diff``: no factor of it
-equals three layers' products). A **DoRA** adapter is refused (ComfyUI's ``dora_scale`` is another normalisation);
-a run then writes no ComfyUI file. ``dit-lora export --format comfyui`` writes it again.
+equals three layers' products). That update is a full fp32 weight per stream and block (about 5.4 GiB for the 8.3B
+model), so a LoKr or LoHa run writes no ComfyUI file by itself, it says so and names ``dit-lora export --format
+comfyui``, which writes it (:data:`~dit_lora.output.comfyui_fused.AUTO_DIFF_BYTES`). A **DoRA** adapter is refused
+(ComfyUI's ``dora_scale`` is another normalisation); a run then writes no ComfyUI file.
 """
 
 from __future__ import annotations
