@@ -198,7 +198,8 @@ class OptimizerNames(Sequence):
     NAMES = ("adamw", "prodigy", "adafactor", "came", "adamw8bit", "adamw4bit")
     #: the peers' spellings of the same optimizers (SimpleTuner's ``ao-adamw8bit``, transformers' ``adamw_torch``)
     ALIASES = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "torch-adamw": "adamw",
-               "ao-adamw8bit": "adamw8bit", "ao-adamw4bit": "adamw4bit"}  # fmt: skip
+               "adamw_8bit": "adamw8bit", "ao-adamw8bit": "adamw8bit", "ao-adamw4bit": "adamw4bit",
+               "came_pytorch.came": "came"}  # fmt: skip
     #: optimizers users bring from the peers that dit-lora does not offer, and what to use instead
     NOT_OFFERED = {
         "schedule-free": "schedule-free AdamW keeps its step count and weight averages as Python numbers (so the "
@@ -210,8 +211,10 @@ class OptimizerNames(Sequence):
         "--optimizer adamw",
         "adam": "plain Adam (L2 weight decay) is AdamW with --adam_weight_decay 0: use --optimizer adamw "
         "--adam_weight_decay 0",
-        "paged": "bitsandbytes' paged 8-bit AdamW is --use_8bit_adam (bitsandbytes' AdamW8bit, not paged) or "
-        "--optimizer adamw8bit (torchao's, skipped by the guard without a host sync)",
+        "paged": "bitsandbytes' paged AdamW is not offered: its 8-bit one unpaged is --use_8bit_adam, and "
+        "--optimizer adamw8bit / adamw4bit (torchao's, skipped by the guard without a host sync) keep the state small",
+        "bnb": "transformers' adamw_bnb_8bit is bitsandbytes' AdamW8bit: --use_8bit_adam (or --optimizer adamw8bit, "
+        "torchao's, which the guard skips without a host sync)",
         "dadapt": "D-Adaptation is not offered; Prodigy, its successor by the same authors, is: --optimizer prodigy",
     }
 

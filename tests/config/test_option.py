@@ -72,6 +72,8 @@ def test_registered_families_are_read_from_the_registry_when_asked():
     ("Adam", "--adam_weight_decay 0"),
     ("PagedAdamW8bit", "--use_8bit_adam"),
     ("DAdaptAdam", "--optimizer prodigy"),
+    ("PagedAdamW", "adamw8bit / adamw4bit"),
+    ("adamw_bnb_8bit", "--use_8bit_adam"),
 ])
 def test_a_peers_optimizer_dit_lora_does_not_offer_is_one_paragraph_saying_what_to_use(name, advice):
     from dit_lora.config.option import OptimizerNames
@@ -85,5 +87,6 @@ def test_the_peers_spellings_of_offered_optimizers_are_read_as_them():
     from dit_lora.config.option import OptimizerNames
 
     names = OptimizerNames()
-    assert [names.canonical(n) for n in ("AdamW", "ao-adamw4bit", "adamw_torch_fused", "CAME", "nonsense")] == [
-        "adamw", "adamw4bit", "adamw", "came", "nonsense"]
+    assert [names.canonical(n) for n in ("AdamW", "ao-adamw4bit", "adamw_torch_fused", "CAME", "adamw_8bit",
+                                          "came_pytorch.CAME", "nonsense")] == [
+        "adamw", "adamw4bit", "adamw", "came", "adamw8bit", "came", "nonsense"]

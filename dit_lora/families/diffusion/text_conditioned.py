@@ -74,7 +74,7 @@ class LengthCaptions(DiffusionEncoders):
         quantized encoder)."""
         return encoder_identity(
             cfg,
-            self.identity_family,
+            identity_family(self),
             stamp_key=self.stamp_key,
             max_sequence_length=self.caption_length(cfg),
             **dict(self.identity_extra),
@@ -83,6 +83,14 @@ class LengthCaptions(DiffusionEncoders):
     def recorded_length(self, comps: Components) -> int:
         """The caption length the run's text settings record (the pipeline's default before they are recorded)."""
         return self.caption_length.recorded(comps.state.text if comps.state is not None else None)
+
+
+def identity_family(encoders: Any) -> str:
+    """The ``family`` name of ``encoders``' cache identity; a class that states none is a mistake in its family (two
+    such families would share their caches' names), refused by name."""
+    if not encoders.identity_family:
+        raise TypeError(f"{type(encoders).__name__} states no identity_family (the name its cache identity keeps)")
+    return encoders.identity_family
 
 
 class InstructedCaptions(DiffusionEncoders):
@@ -117,7 +125,7 @@ class InstructedCaptions(DiffusionEncoders):
         (and a quantized encoder)."""
         return encoder_identity(
             cfg,
-            self.identity_family,
+            identity_family(self),
             stamp_key=self.stamp_key,
             complex_human_instruction=cfg.family_options.complex_human_instruction,
             max_sequence_length=self.text_length(cfg),

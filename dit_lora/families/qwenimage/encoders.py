@@ -5,17 +5,12 @@ settings recorded in its :class:`~dit_lora.families.qwenimage.state.QwenImageRun
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.prompts import CaptionLength, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import LengthCaptions, TextSettingsSetup
 from dit_lora.families.qwenimage.state import run_state
-
-if TYPE_CHECKING:
-    pass
 
 #: ``--max_sequence_length``, else QwenImagePipeline.__call__'s default, 512
 max_sequence_length = CaptionLength(512)

@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+import pytest
+
 from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
@@ -141,6 +143,19 @@ def test_length_captions_say_the_length_and_identity(tmp_path):
     identity = Lengths().cache_identity(cfg)
     assert list(identity)[-2:] == ["max_sequence_length", "latents"] and identity["max_sequence_length"] == 77
     assert identity["family"] == "fam" and "model_stamp" in identity and identity["latents"] == "what they are"
+
+
+def test_captions_that_state_no_identity_family_are_refused_by_name(tmp_path):
+    """Two families without a name would share their caches' identity: a class that states none fails at once."""
+    (tmp_path / "model_index.json").write_text("{}")
+    cfg = _cfg(tmp_path)
+    cfg.data = SimpleNamespace(max_sequence_length=None)
+
+    class Nameless(Lengths):
+        identity_family = ""
+
+    with pytest.raises(TypeError, match="Nameless states no identity_family"):
+        Nameless().cache_identity(cfg)
 
 
 def test_length_captions_encode_at_the_recorded_length():

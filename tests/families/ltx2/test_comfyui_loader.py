@@ -1,7 +1,8 @@
 """LTX-2's ComfyUI file in ComfyUI's own loader (tests/support/comfyui_loader.py runs ComfyUI's ``LoraLoader`` path on
 its ``LTXAV`` model, Lightricks' layout): every tensor of ``pytorch_lora_weights_comfyui.safetensors`` is taken, every
-module patched, and each weight's applied update is the file's B·A (dit-lora folds alpha/r into lora_B), the trained
-model's (alpha/r)·B·A; the diffusers-named adapter loads nothing there. Runs where ``DIT_LORA_COMFYUI`` names a
+module patched, and each weight's applied update is the file's B·A (dit-lora folds alpha/r into lora_B); one module
+(an audio-to-video attention projection) is also checked against the trained model's own (alpha/r)·B·A, and every
+LoRA module of the model reached a weight; the diffusers-named adapter loads nothing there. Runs where ``DIT_LORA_COMFYUI`` names a
 ComfyUI checkout (never in CI)."""
 
 from __future__ import annotations
