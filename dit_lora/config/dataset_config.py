@@ -177,6 +177,8 @@ class DataSet:
     #: the file's own name of an option, where it is not the option's (musubi-tuner's ``image_directory`` for
     #: ``train_data_dir``): what the set's messages call it
     keys: dict[str, str] = field(default_factory=dict)
+    #: what its options stand for in another trainer's file (implied defaults, sizes fitted to the family)
+    derived: peer_datasets.Derived = field(default_factory=peer_datasets.Derived)
 
     @property
     def source(self) -> str:
@@ -254,23 +256,24 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
     if not isinstance(general, dict):
         raise UserError(f"`general` in the dataset config `{path}` must be a mapping of option: value.")
     flavour = peer_datasets.flavour_of(data, listed, path.suffix.lower() == ".toml")
-    raw: list[tuple[str, dict, dict, dict]] = []
+    raw: list[tuple[str, dict, dict, dict, peer_datasets.Derived]] = []
     notes: list[str] = []
     for i, entry in enumerate(listed, 1):
         where = f"data set {i} (of {len(listed)})"
         merged = {**general, **entry}
         if flavour is None:
-            raw.append((where, merged, entry, {}))
+            raw.append((where, merged, entry, {}, peer_datasets.Derived()))
             continue
         for part in peer_datasets.expand_subsets(merged):
             translated, left = peer_datasets.translate(
                 part, flavour, video=video, where=f"{where} of `{path}`", own=frozenset([*SET_OPTIONS, *SET_KEYS])
             )
             notes += left
-            raw += [(where, t, t, keys) for t, keys in translated]
+            raw += [(where, t, t, keys, derived) for t, keys, derived in translated]
     if flavour is None:
         _entry(general, path, "`general`", needs_source=False)  # its own keys and values, named as its own
-    sets = _named([_entry(m, path, w, needs_source=True, given=g, keys=k) for w, m, g, k in raw], path)
+    read = [(_entry(m, path, w, needs_source=True, given=g, keys=k), d) for w, m, g, k, d in raw]
+    sets = _named([dataclasses.replace(s, derived=d) for s, d in read], path)
     _check_reg(sets, path)
     weighted = [s.name for s in sets if s.weight is not None and not s.is_reg]
     if weighted and len(weighted) != len([s for s in sets if not s.is_reg]):
@@ -514,6 +517,22 @@ def _check_dataset_config(cfg: TrainConfig) -> None:
         where = f"data set {i} of {path}"
         check_applies(probe, lambda name: f"`{data_set.keys.get(name, name)}` in {where}")  # noqa: B023 (this set)
         _check_frame_sizes(cfg, data_set, f"data set {i} (`{data_set.name}`) of {path}")
+        _check_origin(cfg, data_set, f"data set {i} (`{data_set.name}`) of {path}")
+
+
+def _check_origin(cfg: TrainConfig, data_set: DataSet, where: str) -> None:
+    """A run's explicit option (a flag or a --config key) that another trainer's key of the set contradicts, refused:
+    the set's would win silently. (A value that trainer only implies yields to the run's: :func:`set_config`.)"""
+    for name, words in data_set.derived.origin.items():
+        ours = data_set.options.get(name)
+        if cfg.is_set(name) and ours is not None and cfg.option(name) != ours:
+            key = words.strip("`").split()[0].rstrip(":")
+            raise UserError(
+                f"The run's --{name} {cfg.option(name)} and {words} of {where} disagree: that key means `{name}: "
+                f"{ours}` for the set, which would take the place of the run's. Drop --{name} from the command line "
+                f"(or the --config file), or remove `{key}` from the set (then the run's --{name} "
+                "applies to it)."
+            )
 
 
 #: a set's frame sizes: its `frame_buckets` take the place of the run's (set_config), never of its own

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -140,12 +141,48 @@ def their_keys(translated: dict[str, Any], entry: dict[str, Any], flavour: str) 
     return out
 
 
+@dataclass(frozen=True)
+class Derived:
+    """What a translated set's options stand for in another trainer's file, beyond their names (the
+    :class:`~.dataset_config.DataSet` keeps it)."""
+
+    #: options the file does not give, set to what its trainer does by default, each with those words: an explicit
+    #: run option (a flag or a --config key) takes their place (:func:`~dit_lora.data.data_sets.set_config`)
+    implied: dict[str, str] = field(default_factory=dict)
+    #: options the file gives under a key of another value, each with the file's words (``frame_extraction =
+    #: 'chunk'``): an explicit run option of another value is refused
+    origin: dict[str, str] = field(default_factory=dict)
+    #: sizes that follow the family's rules, fitted once the family is known
+    #: (:func:`~dit_lora.data.data_sets.fit_to_family`): ``side`` (ai-toolkit's ``resolution`` of a clip set), or
+    #: ``full_frames``, ``height`` and ``width`` (musubi-tuner's ``frame_extraction = 'full'``)
+    fit: dict[str, int] = field(default_factory=dict)
+
+
+def _derived(translated: dict[str, Any], entry: dict[str, Any], flavour: str) -> Derived:
+    """The :class:`Derived` of one translated set of ``entry``."""
+    implied, origin, fit = {}, {}, {}
+    if "frame_sampling" in translated:
+        key = "frame_extraction" if flavour == MUSUBI else "shrink_video_to_frames"
+        if key in entry:
+            origin["frame_sampling"] = f"`{key} = {entry[key]!r}`" if flavour == MUSUBI else f"`{key}: true`"
+        elif flavour == MUSUBI:
+            implied["frame_sampling"] = "musubi-tuner's default `frame_extraction = 'head'`"
+        else:
+            implied["frame_sampling"] = "ai-toolkit's default `shrink_video_to_frames: true`"
+    if flavour == MUSUBI and entry.get("frame_extraction") == "full" and "frame_buckets" in translated:
+        width, height = (int(v) for v in entry["resolution"])
+        fit = {"full_frames": int(entry.get("max_frames", MUSUBI_MAX_FRAMES)), "height": height, "width": width}
+    elif flavour == AI_TOOLKIT and "height" in translated and "side" in translated:
+        fit = {"side": int(translated.pop("side"))}
+    return Derived(implied, origin, fit)
+
+
 def translate(
     entry: dict[str, Any], flavour: str, *, video: bool, where: str, own: frozenset[str] = frozenset()
-) -> tuple[list[tuple[dict, dict]], list[str]]:
+) -> tuple[list[tuple[dict, dict, Derived]], list[str]]:
     """One set of a ``flavour`` file as dit-lora's set(s) (an ai-toolkit list of resolutions is one set per
-    resolution, as ai-toolkit splits it), each with the file's names of its options (:func:`their_keys`), and the
-    ``key (why)`` notes of what was left out. A key in ``own`` (dit-lora's own set keys, e.g. ``weight`` added to a
+    resolution, as ai-toolkit splits it), each with the file's names of its options (:func:`their_keys`) and what
+    they stand for (:class:`Derived`), and the ``key (why)`` notes of what was left out. A key in ``own`` (dit-lora's own set keys, e.g. ``weight`` added to a
     musubi-tuner file) passes through as it is; one that a translated key also sets is refused. A refused key set
     to false or null is its default, nothing to refuse."""
     refused = [k for k in entry if k in REFUSED and entry[k]]
@@ -173,7 +210,8 @@ def translate(
         clash = sorted(set(translated) & set(kept))
         if clash:
             raise UserError(f"{where} gives `{clash[0]}` and also {flavour}'s key that means it; keep one of the two.")
-        named.append((translated, their_keys(translated, theirs, flavour)))
+        derived = _derived(translated, theirs, flavour)
+        named.append((translated, their_keys(translated, theirs, flavour), derived))
         translated.update(kept)
     return named, notes
 
@@ -335,7 +373,8 @@ def _musubi_sizes(entry: dict[str, Any], *, video: bool, where: str) -> dict[str
         raise UserError(f"{where}: musubi-tuner's `resolution` is `[width, height]`, got {size!r}.")
     width, height = (int(v) for v in size)
     full = video and entry.get("frame_extraction") == "full"
-    if full:  # every clip at its own length, the most 4k+1 frames up to max_frames: a bucket per length
+    if full:  # every clip at its own length up to max_frames, a bucket per length: 4k+1 until the family's frame
+        # rule fits them (Derived.fit; data_sets.fit_to_family)
         most = int(entry.get("max_frames", MUSUBI_MAX_FRAMES))
         out["frame_buckets"] = ",".join(f"{f}x{height}x{width}" for f in range(1, most + 1, 4))
     elif video and "target_frames" in entry:  # the buckets carry frames and size
@@ -386,20 +425,12 @@ def _ai_toolkit_dropped(entry: dict[str, Any], *, video: bool) -> list[str]:
             "`shrink_video_to_frames: false` (ai-toolkit then takes the frames at its `fps`; dit-lora spreads "
             "`num_frames` over the whole clip: `frame_sampling: first` in the set takes consecutive frames instead)"
         )
-    sizes = entry.get("resolution", AI_TOOLKIT_RESOLUTION)
-    for size in sizes if isinstance(sizes, list) else [sizes]:
-        if video and int(size) % VIDEO_STEP:
-            side = _video_side(size)
-            notes.append(
-                f"`resolution: {size}` (a clip's sides step by {VIDEO_STEP}: its set takes buckets of about {side} x "
-                f"{side} pixels)"
-            )
-    return notes
+    return notes  # a clip's side off the family's size step is said by its set's header (data_sets.fit_to_family)
 
 
 #: ai-toolkit's ``resolution`` when a dataset gives none (``DatasetConfig``)
 AI_TOOLKIT_RESOLUTION = 512
-#: the step of a clip's height and width (the video families' VAE downsampling times their patch)
+#: the step of a clip's height and width until the family's own fits it (data_sets.fit_to_family)
 VIDEO_STEP = 16
 
 
@@ -433,7 +464,11 @@ def _ai_toolkit(entry: dict[str, Any], *, video: bool, sampling: bool = True) ->
     sizes = sizes if isinstance(sizes, list) else [sizes]
 
     def sized(size: Any) -> dict[str, Any]:  # a clip set: buckets of about size x size pixels, as images take
-        return {"height": _video_side(size), "width": _video_side(size)} if video else {"resolution": size}
+        return (
+            {"height": _video_side(size), "width": _video_side(size), "side": int(size)}
+            if video
+            else {"resolution": size}
+        )
 
     if len(sizes) == 1:
         return [{**out, **sized(sizes[0])}]

@@ -38,6 +38,7 @@ from dit_lora.data.kohya import plural
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
+    from dit_lora.contract.capabilities import VideoFrames
     from dit_lora.contract.spec import FamilySpec
 
 #: a set's copies of a sample are numbered past any kohya folder's repeats (``repeat`` > 0 marks a copy)
@@ -48,14 +49,26 @@ def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
     """The run's config reading ``data_set``: its options over the run's (its own ``frame_buckets`` over the run's
     --max_num_frames/--height/--width too), its own data source alone; class images
     (``is_reg``) never take the run's --instance_prompt (the instance's caption on a generic image would teach the
-    identifier to the class)."""
-    values = {"train_data_dir": None, "dataset_name": None, **data_set.options}
+    identifier to the class). An option another trainer's file only implies (its default, :func:`yielded`) yields
+    to the run's explicit one."""
+    kept = yielded(cfg, data_set)
+    values = {
+        "train_data_dir": None,
+        "dataset_name": None,
+        **{k: v for k, v in data_set.options.items() if k not in kept},
+    }
     if data_set.options.get("frame_buckets"):  # its own buckets take the place of the run's frames and size
         values.update({name: None for name in FRAME_SIZES})
     if data_set.is_reg:
         values.setdefault("instance_prompt", None)
-    explicit = None if cfg.explicit is None else cfg.explicit | set(data_set.options)
+    explicit = None if cfg.explicit is None else cfg.explicit | (set(data_set.options) - set(kept))
     return dataclasses.replace(cfg, **values, explicit=explicit)
+
+
+def yielded(cfg: TrainConfig, data_set: DataSet) -> dict[str, str]:
+    """The options of ``data_set`` that another trainer's file only implies (its default, never written) and the run
+    gives explicitly (a flag or a --config key), each with the words of that default: the run's take their place."""
+    return {n: words for n, words in data_set.derived.implied.items() if cfg.is_set(n)}
 
 
 #: the words a set option takes as its value (its choices), which a message names after it
@@ -71,14 +84,18 @@ def has_sets(cfg: TrainConfig) -> bool:
     return bool(cfg.data.dataset_config or cfg.data.with_prior_preservation or cfg.data.repeats > 1)
 
 
-def run_sets(cfg: TrainConfig, *, video: bool = False) -> tuple[list[DataSet], str | None]:
+def run_sets(
+    cfg: TrainConfig, *, video: bool = False, frames: VideoFrames | None = None
+) -> tuple[list[DataSet], str | None]:
     """The run's data sets, the class images' set (``is_reg``) last, and the note on what of another trainer's
     dataset file was left out: the dataset config's sets, or the run's own data; with --with_prior_preservation,
-    and --class_data_dir as the class set (its captions --class_prompt, its first --num_class_images images)."""
+    and --class_data_dir as the class set (its captions --class_prompt, its first --num_class_images images).
+    ``frames``: the video family's clip buckets, which fit another trainer's sizes to its rules (:func:`fit_to_family`)."""
     note = None
     if cfg.data.dataset_config:
-        read = read_dataset_config(cfg.data.dataset_config, video=video)
+        read = read_dataset_config(cfg.data.dataset_config, video=video or frames is not None)
         sets, note = list(read.sets), read.note
+        sets = [fit_to_family(cfg, s, frames) for s in sets] if frames is not None else sets
     else:
         source = "train_data_dir" if cfg.data.train_data_dir else "dataset_name"
         sets = [DataSet("instance", {source: getattr(cfg.data, source)}, repeats=cfg.data.repeats)]
@@ -92,14 +109,57 @@ def run_sets(cfg: TrainConfig, *, video: bool = False) -> tuple[list[DataSet], s
     return [s for s in sets if not s.is_reg] + [s for s in sets if s.is_reg], note
 
 
-def set_configs(cfg: TrainConfig, *, video: bool = False) -> list[TrainConfig]:
+def _takes(frames: VideoFrames, cfg: TrainConfig, **sizes: int) -> bool:
+    """Whether the family takes the clip ``sizes`` (max_num_frames, height, width; the others its default): its
+    own ``video_buckets`` asked, as :func:`~dit_lora.data.video_prepare` asks it of one-frame buckets."""
+    unset: dict[str, Any] = {"max_num_frames": None, "height": None, "width": None, "frame_buckets": None}
+    video = dataclasses.replace(cfg.video, **{**unset, **sizes})
+    try:
+        frames.video_buckets(dataclasses.replace(cfg, video=video))
+    except UserError:
+        return False
+    return True
+
+
+def fit_to_family(cfg: TrainConfig, data_set: DataSet, frames: VideoFrames) -> DataSet:
+    """``data_set`` with another trainer's sizes fitted to the video family's rules (``Derived.fit``): ai-toolkit's
+    ``resolution`` as the largest side up to it the family takes, musubi-tuner's ``frame_extraction = 'full'`` as a
+    bucket of each frame count up to its ``max_frames`` the family's frame rule takes. Unchanged without them."""
+    fit = data_set.derived.fit
+    options = dict(data_set.options)
+    if "side" in fit:
+        side = next((s for s in range(fit["side"] // 8 * 8, 7, -8) if _takes(frames, cfg, height=s, width=s)), None)
+        if side is not None:
+            options.update(height=side, width=side)
+    if "full_frames" in fit:
+        counts = [n for n in range(1, fit["full_frames"] + 1) if _takes(frames, cfg, max_num_frames=n)]
+        if counts:
+            options["frame_buckets"] = ",".join(f"{n}x{fit['height']}x{fit['width']}" for n in counts)
+    return dataclasses.replace(data_set, options=options) if options != data_set.options else data_set
+
+
+def fitted_line(data_set: DataSet) -> str | None:
+    """What :func:`fit_to_family` made of another trainer's sizes in ``data_set``, said in its header (None: no
+    such size, or kept as the file gives it)."""
+    fit = data_set.derived.fit
+    if "side" in fit and data_set.options.get("height") != fit["side"]:
+        side = data_set.options.get("height")
+        return f"`resolution: {fit['side']}` as clips of about {side} x {side} px, the largest side up to it the model takes"
+    if "full_frames" in fit:
+        counts = [b.split("x")[0] for b in str(data_set.options.get("frame_buckets", "")).split(",")]
+        shown = ", ".join(counts) if len(counts) <= 4 else f"{', '.join(counts[:3])}, ..., {counts[-1]}"
+        return f"`frame_extraction = 'full'`: frame buckets of {shown} frames, the counts the model takes"
+    return None
+
+
+def set_configs(cfg: TrainConfig, *, video: bool = False, frames: VideoFrames | None = None) -> list[TrainConfig]:
     """The config each data set reads (:func:`set_config`), or ``[cfg]`` for one data set: what sizes the run meets
-    (the memory plan plans every set's). With class images a micro-batch holds as many of them as of its own
-    images, which the plan counts as a batch twice the size (two forwards keep their activations for one
-    backward)."""
+    (the memory plan plans every set's; ``frames``: a video family's, :func:`run_sets`). With class images a
+    micro-batch holds as many of them as of its own images, which the plan counts as a batch twice the size (two
+    forwards keep their activations for one backward)."""
     if not has_sets(cfg):
         return [cfg]
-    sets, _ = run_sets(cfg, video=video)
+    sets, _ = run_sets(cfg, video=video, frames=frames)
     configs = [set_config(cfg, s) for s in sets]
     if any(s.is_reg for s in sets):
         doubled = dataclasses.replace(cfg.training, train_batch_size=2 * cfg.training.train_batch_size)
@@ -108,17 +168,26 @@ def set_configs(cfg: TrainConfig, *, video: bool = False) -> list[TrainConfig]:
 
 
 def sample_config(cfg: TrainConfig, spec: FamilySpec) -> tuple[TrainConfig, str | None]:
-    """The config the validation samples are made with, and the line saying their size (None without a dataset
-    config). The run's size when the user gave one (--max_num_frames/--height/--width/--frame_buckets for clips,
-    --resolution for images); else that of the first set (not the class images) giving its own, one giving a frame
-    count first (a set of images in a video family gives none): its bucket of the most tokens, or its resolution;
-    else the run's (the checkpoint's default)."""
+    """The config the validation samples are made with (:func:`sample_sizes` over the run's), and the line saying
+    their size (None without a dataset config)."""
+    sizes, line = sample_sizes(cfg, spec)
+    return (dataclasses.replace(cfg, **sizes) if sizes else cfg), line
+
+
+def sample_sizes(cfg: TrainConfig, spec: FamilySpec) -> tuple[dict[str, Any], str | None]:
+    """The size options the validation samples take in place of the run's (flat names; empty: the run's), and the
+    line saying their size (None without a dataset config). The run's size when the user gave one
+    (--max_num_frames/--height/--width/--frame_buckets for clips, --resolution for images); else that of the first
+    set (not the class images) giving its own, one giving a frame count first (a set of images in a video family
+    gives none): its bucket of the most tokens (of a musubi-tuner ``full`` set, of at most the checkpoint's frames),
+    or its resolution; else the run's (the checkpoint's default). Read once, at setup (``RunRecord.sample_sizes``):
+    the dataset config may change or go while the run trains."""
     if not cfg.data.dataset_config:
-        return cfg, None
+        return {}, None
     video = spec.video_frames is not None
     names = (*FRAME_SIZES, "frame_buckets") if video else ("resolution",)
     given = [n for n in names if cfg.is_set(n) and cfg.option(n) is not None]
-    sets = [] if given else [s for s in run_sets(cfg, video=video)[0] if not s.is_reg]
+    sets = [] if given else [s for s in run_sets(cfg, video=video, frames=spec.video_frames)[0] if not s.is_reg]
     frames = [s for s in sets if s.options.get("frame_buckets") or s.options.get("max_num_frames")]  # clips' own
     chosen = next((s for s in [*frames, *sets] if any(s.options.get(n) is not None for n in names)), None)
     if chosen is not None:
@@ -127,15 +196,21 @@ def sample_config(cfg: TrainConfig, spec: FamilySpec) -> tuple[TrainConfig, str 
         why = f"the run's {'/'.join(f'--{n}' for n in given)}" if given else "the run's default size"
     if not video:
         size = chosen.options["resolution"] if chosen is not None else cfg.data.resolution
-        sized = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, resolution=size))
-        return sized, f"validation samples: {size} x {size} px ({why})"
+        return {"resolution": size} if chosen is not None else {}, f"validation samples: {size} x {size} px ({why})"
     task = fallback.require(spec, "video_frames", "Video data")
     if chosen is None:
         f, h, w = task.video_buckets(cfg)[0]
-        return cfg, f"validation samples: {f}x{h}x{w} (frames x height x width; {why})"
-    f, h, w = most_tokens(task.video_buckets(set_config(cfg, chosen)))
-    bucket = dataclasses.replace(cfg.video, max_num_frames=None, height=None, width=None, frame_buckets=f"{f}x{h}x{w}")
-    return dataclasses.replace(cfg, video=bucket), f"validation samples: {f}x{h}x{w} (frames x height x width; {why})"
+        return {}, f"validation samples: {f}x{h}x{w} (frames x height x width; {why})"
+    buckets = task.video_buckets(set_config(cfg, chosen))
+    if "full_frames" in chosen.derived.fit:  # every length up to max_frames: at most the checkpoint's default
+        default = task.video_buckets(cfg)[0][0]
+        shorter = [b for b in buckets if b[0] <= default] or buckets[:1]
+        if len(shorter) < len(buckets):
+            why += f", its frames at most the checkpoint's default {default} (its buckets go up to {buckets[-1][0]})"
+        buckets = shorter
+    f, h, w = most_tokens(buckets)
+    sizes = {"max_num_frames": None, "height": None, "width": None, "frame_buckets": f"{f}x{h}x{w}"}
+    return sizes, f"validation samples: {f}x{h}x{w} (frames x height x width; {why})"
 
 
 def distinct(batches: Sequence[tuple[str, tuple[int, ...]]]) -> list[tuple[str, tuple[int, ...]]]:
@@ -242,7 +317,7 @@ class SetsMedia:
     def __init__(self, cfg: TrainConfig, spec: FamilySpec, make: Callable[[TrainConfig], Any] | None = None) -> None:
         assert has_sets(cfg), "SetsMedia reads --dataset_config or --with_prior_preservation's class images"
         self.cfg, self.spec = cfg, spec
-        self.sets, self.note = run_sets(cfg, video=spec.video_frames is not None)
+        self.sets, self.note = run_sets(cfg, video=spec.video_frames is not None, frames=spec.video_frames)
         self.class_listed = 0  # the class images --class_data_dir holds (list_samples counts them)
         make = make or (lambda c: spec.data.data_handler(c, spec))
         self.configs = [set_config(cfg, s) for s in self.sets]
@@ -279,6 +354,10 @@ class SetsMedia:
         run_sizes = [f"--{n}" for n in FRAME_SIZES if getattr(self.cfg.video, n) is not None]
         if s.options.get("frame_buckets") and run_sizes:
             extras.append(f"its own frame buckets in place of the run's {'/'.join(run_sizes)}")
+        for name, words in yielded(self.cfg, s).items():
+            extras.append(f"the run's --{name} {self.cfg.option(name)} in place of {words}")
+        fitted = fitted_line(s)
+        extras += [fitted] if fitted else []
         taken = self.cfg.data.num_class_images
         if s.is_reg and self.class_listed > taken:
             extras.append(f"the first {taken} of its {self.class_listed}, your own first (--num_class_images)")

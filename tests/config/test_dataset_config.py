@@ -252,3 +252,23 @@ def test_repeats_beside_a_dataset_config_is_refused(tmp_path):
     path = _write(tmp_path, [{"train_data_dir": "a"}])
     with pytest.raises(UserError, match="--repeats 2 and the dataset config .* both say how often"):
         parse_config([*MODEL, "--family", "sana", "--dataset_config", str(path), "--repeats", "2"])
+
+
+def test_a_sets_own_frame_extraction_against_the_runs_explicit_frame_sampling_is_refused(tmp_path):
+    # the set's `first` took the place of the run's --frame_sampling uniform without a word
+    path = tmp_path / "m.toml"
+    path.write_text('[[datasets]]\nvideo_directory = "v"\nresolution = [64, 48]\ntarget_frames = [9]\n'
+                    'frame_extraction = "chunk"\n')
+    base = [*MODEL, "--family", "wan", "--dataset_config", str(path)]
+    with pytest.raises(UserError) as err:
+        parse_config([*base, "--frame_sampling", "uniform"])
+    text = str(err.value)
+    assert text.startswith("The run's --frame_sampling uniform and `frame_extraction = 'chunk'` of data set 1 (`v`)")
+    assert "Drop --frame_sampling from the command line (or the --config file), or remove `frame_extraction`" in text
+    run = tmp_path / "run.yaml"  # a --config key is as explicit as a flag
+    run.write_text(yaml.safe_dump({"pretrained_model_name_or_path": "org/model", "family": "wan",
+                                   "dataset_config": str(path), "frame_sampling": "uniform"}))
+    with pytest.raises(UserError, match="The run's --frame_sampling uniform and `frame_extraction = 'chunk'`"):
+        parse_config(["--config", str(run)])
+    parse_config([*base, "--frame_sampling", "first"])  # the same value: nothing to refuse
+    parse_config(base)

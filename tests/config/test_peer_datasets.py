@@ -118,7 +118,8 @@ def test_ai_toolkits_resolution_sizes_a_video_familys_sets_as_musubi_tuners_does
     read = read_dataset_config(_job(tmp_path, [{"folder_path": "/me", "resolution": [64, 632]}]), video=True)
     assert [(s.name, s.options["height"], s.options["width"]) for s in read.sets] == [("me@64", 64, 64),
                                                                                     ("me@632", 624, 624)]
-    assert "`resolution: 632` (a clip's sides step by 16: its set takes buckets of about 624 x 624 pixels)" in read.note
+    # each family rounds to its own size step once it is known (data_sets.fit_to_family), and says so then
+    assert [s.derived.fit for s in read.sets] == [{"side": 64}, {"side": 632}] and "step by" not in read.note
     assert "`resolution: 64`" not in read.note and "`resolution` (clips take" not in read.note
 
 
@@ -312,3 +313,20 @@ def test_a_toml_given_as_the_run_config_is_sent_to_dataset_config(tmp_path):
     renamed.write_text(toml.read_text())
     with pytest.raises(UserError, match="is a TOML dataset config"):
         parse_config(["--config", str(renamed)])
+
+
+def test_musubi_tuners_default_head_is_implied_and_its_own_extraction_is_its_origin(tmp_path):
+    # without its own `frame_extraction` a clip set's `first` is only musubi-tuner's default: a run's explicit
+    # --frame_sampling takes its place (data_sets.set_config); the file's own key is refused beside another value
+    implied = _clip_set(tmp_path, "").sets[0].derived
+    assert implied.implied == {"frame_sampling": "musubi-tuner's default `frame_extraction = 'head'`"}
+    assert implied.origin == {}
+    own = _clip_set(tmp_path, 'frame_extraction = "chunk"\n').sets[0].derived
+    assert own.implied == {} and own.origin == {"frame_sampling": "`frame_extraction = 'chunk'`"}
+    job = read_dataset_config(_job(tmp_path, [{"folder_path": "/c", "num_frames": 33}]), video=True).sets[0]
+    assert job.derived.implied == {"frame_sampling": "ai-toolkit's default `shrink_video_to_frames: true`"}
+
+
+def test_musubi_tuners_full_extraction_is_fitted_to_the_family_where_it_is_known(tmp_path):
+    read = _clip_set(tmp_path, 'frame_extraction = "full"\nmax_frames = 33\n')
+    assert read.sets[0].derived.fit == {"full_frames": 33, "height": 48, "width": 64}

@@ -322,3 +322,65 @@ def test_a_peer_sets_listing_error_names_its_own_key(tmp_path):
     with pytest.raises(UserError) as err:
         SetsMedia(cfg, get_spec("sana")).list_samples()
     assert f'`image_directory = "{tmp_path / "typo"}"` does not exist' in " ".join(str(err.value).split())
+
+
+class _EightFrames:
+    """A video family of LTX-2's rules: frames 8k+1, sides multiples of 32, trained at 25x512x768."""
+
+    def video_buckets(self, cfg):
+        from dit_lora.families.diffusion.video_sizes import clip_buckets
+
+        return clip_buckets(cfg, (25, 512, 768), 32, 8, "LTX-2", "VAE 32x downsampling times patch 1")
+
+
+def _peer_cfg(tmp_path, name, text, *flags):
+    path = tmp_path / name
+    path.write_text(text)
+    return parse_config(["--pretrained_model_name_or_path", "org/model", "--family", "wan", "--dataset_config",
+                         str(path), *flags])
+
+
+def _header(cfg, frames=None):
+    from dit_lora.data.data_sets import run_sets
+
+    media = SetsMedia.__new__(SetsMedia)
+    media.cfg, media.sets, media.class_listed = cfg, run_sets(cfg, video=True, frames=frames)[0], 0
+    return media._header(0)
+
+
+def test_a_runs_explicit_frame_sampling_takes_the_place_of_musubi_tuners_implied_head(tmp_path):
+    # every musubi-tuner clip set said `first` over the run's explicit --frame_sampling uniform, without a word
+    toml = '[[datasets]]\nvideo_directory = "v"\nresolution = [64, 48]\ntarget_frames = [9]\n'
+    cfg = _peer_cfg(tmp_path, "m.toml", toml, "--frame_sampling", "uniform")
+    (clips,) = read_data_sets(cfg.data.dataset_config, video=True)
+    assert set_config(cfg, clips).video.frame_sampling == "uniform"
+    assert _header(cfg).endswith("(the run's --frame_sampling uniform in place of musubi-tuner's default "
+                                 "`frame_extraction = 'head'`)")
+    plain = _peer_cfg(tmp_path, "m.toml", toml)  # no flag: musubi-tuner's head, the clip's own speed
+    assert set_config(plain, clips).video.frame_sampling == "first" and "in place of" not in _header(plain)
+
+
+def test_musubi_tuners_full_extraction_takes_the_familys_frame_rule_and_validates_at_its_default(tmp_path):
+    # `full` was a bucket of every 4k+1 count, which an 8k+1 family refused naming `--frame_buckets`; its validation
+    # took the longest bucket (musubi-tuner's max_frames, 129 by default) whatever the clips' lengths
+    cfg = _peer_cfg(tmp_path, "full.toml", '[[datasets]]\nvideo_directory = "v"\nresolution = [64, 32]\n'
+                    'frame_extraction = "full"\nmax_frames = 41\n', "--height", "", "--width", "")
+    spec = SimpleNamespace(video_frames=_EightFrames())
+    sized, line = sample_config(cfg, spec)
+    assert sized.video.frame_buckets == "25x32x64"
+    assert "its frames at most the checkpoint's default 25 (its buckets go up to 41)" in line
+    assert _header(cfg, spec.video_frames).endswith(
+        "(`frame_extraction = 'full'`: frame buckets of 1, 9, 17, ..., 41 frames, the counts the model takes)")
+
+
+def test_ai_toolkits_clip_resolution_takes_the_familys_size_step_and_says_so(tmp_path):
+    # 720 was rounded by 16 for every family: a family of sides in 32s refused `height`, a key the file lacks
+    job = {"job": "extension", "config": {"process": [{"datasets": [{"folder_path": "/c", "resolution": 720}]}]}}
+    cfg = _peer_cfg(tmp_path, "job.yaml", yaml.safe_dump(job), "--max_num_frames", "")
+    spec = SimpleNamespace(video_frames=_EightFrames())
+    sized, line = sample_config(cfg, spec)
+    assert sized.video.frame_buckets.endswith("x704x704") and "data set `c`'s size" in line
+    assert _header(cfg, spec.video_frames).endswith(
+        "(`resolution: 720` as clips of about 704 x 704 px, the largest side up to it the model takes)")
+    assert "as clips of" not in _header(cfg, _Clips())  # a family of sides in 16s takes 720 as it is
+
