@@ -24,7 +24,6 @@ import torch
 from dit_lora.contract import spec as fallback
 from dit_lora.core.collective import main_process_check
 from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, reporting_disk_full, write_json_atomic
-from dit_lora.data.data_sets import sample_config
 from dit_lora.kernels import kernel_counts, kernel_runtime
 from dit_lora.modeling import trainables
 from dit_lora.output.adapter import adapter_file_name, write_adapter
@@ -252,7 +251,7 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
         return []
     run.engine.release_for_samples(model)  # off the accelerator so base + fresh pipeline fit (FSDP2: left sharded)
     samples = fallback.require(spec, "samples", "--validation_prompt")
-    sized, _ = sample_config(cfg, spec)  # with data sets: their size when the run gives none
+    sized = run.record.sample_config(cfg)  # with data sets: their size when the run gives none (read at setup)
     (out / "samples").mkdir(exist_ok=True)
     files = []
     choice = cfg.training.ema_validation if levers.ema_of(run.features) is not None else "trained"

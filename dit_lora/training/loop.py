@@ -29,7 +29,6 @@ from dit_lora.contract import spec as fallback
 from dit_lora.core.errors import Interrupted, UserError
 from dit_lora.core.progress import Progress
 from dit_lora.data import batches as batch_lib
-from dit_lora.data.data_sets import sample_config
 from dit_lora.output.samples import save_prompt_samples
 from dit_lora.setup.resolve import Resolved
 from dit_lora.training import ema as ema_lib
@@ -339,7 +338,7 @@ def _generate(run: Run, samples, model: torch.nn.Module, k: int) -> list:
     """The samples of validation prompt ``k`` from the model being trained: that prompt alone in the config the
     family reads, its own seed (--seed + k)."""
     prompt, cond = run.validation_conds[k]
-    sized, _ = sample_config(run.cfg, run.spec)  # with data sets: their size when the run gives none
+    sized = run.record.sample_config(run.cfg)  # with data sets: their size when the run gives none (read at setup)
     cfg = replace(sized, validation=run.cfg.validation.one_prompt(prompt))
     return samples.generate(run.comps, model, cond, cfg, seed=run.cfg.training.seed + k)
 

@@ -47,7 +47,7 @@ from dit_lora.core.fileio import write_json_atomic
 from dit_lora.core.progress import say
 from dit_lora.data import batches as batch_lib
 from dit_lora.data import class_images
-from dit_lora.data.data_sets import batch_order
+from dit_lora.data.data_sets import batch_order, sample_sizes
 from dit_lora.data.prepare import prepare_data
 from dit_lora.modeling import quantize, trainables
 from dit_lora.modeling.quantize import QuantizeError
@@ -111,6 +111,13 @@ class RunRecord:
     # Options changed by resumes so far, each {"step", "option", "old", "new"} (summary, card, every checkpoint)
     changed_options: list[dict] = field(default_factory=list)
     options: dict | None = None  # what every checkpoint records about the options (resume_options.options_record)
+    # The size options the validation samples take in place of the run's (data_sets.sample_sizes), read once here:
+    # the dataset config may change or go while the run trains
+    sample_sizes: dict[str, Any] = field(default_factory=dict)
+
+    def sample_config(self, cfg: TrainConfig) -> TrainConfig:
+        """``cfg`` at the validation samples' size (:attr:`sample_sizes`)."""
+        return replace(cfg, **self.sample_sizes) if self.sample_sizes else cfg
 
 
 @dataclass
@@ -349,6 +356,7 @@ def _start(checked: Checked) -> Run:
         cfg.guards.inject_faults, accelerator.process_index, accelerator.device
     )  # fail before loading
     _log_start_notes(cfg, spec, log)
+    sizes = sample_sizes(cfg, spec)[0] if cfg.validation.prompts else {}  # once: the file may change mid-run
     if cfg.training.allow_tf32 and torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True
     set_seed(cfg.training.seed)
@@ -364,7 +372,7 @@ def _start(checked: Checked) -> Run:
         hooks=hooks,
         engine=engine,
         features=levers.for_run(hooks),
-        record=RunRecord(started=time.perf_counter(), defaults=defaults, plan=plan),
+        record=RunRecord(started=time.perf_counter(), defaults=defaults, plan=plan, sample_sizes=sizes),
     )
 
 

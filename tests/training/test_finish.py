@@ -78,3 +78,33 @@ def test_the_end_of_a_run_closes_the_trackers_and_leaves_the_process_group(tmp_p
         assert closed == [True] and dist.is_initialized()
     finally:
         dist.destroy_process_group()
+
+
+def test_the_final_samples_keep_the_size_setup_read_when_the_dataset_config_is_gone(tmp_path, monkeypatch):
+    """The final samples read the dataset config again for their size: deleted mid-run, the run stopped after the
+    adapter was written, without samples, summary, card or push. Setup's reading (RunRecord.sample_sizes) is used."""
+    import yaml
+
+    from dit_lora.config import parse_config
+    from dit_lora.contract.capabilities import Samples
+    from dit_lora.data.data_sets import sample_sizes
+    from dit_lora.training import finish
+    from dit_lora.training.run import RunRecord
+
+    path = tmp_path / "sets.yaml"
+    path.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": "a", "resolution": 32}]}))
+    cfg = parse_config(["--pretrained_model_name_or_path", "org/model", "--family", "sana", "--dataset_config",
+                        str(path), "--validation_prompt", "a red square"])
+    sizes = []
+    samples = SimpleNamespace(capabilities=(Samples,), generate_with_pipeline=lambda pipe, prompt, c, *a, **k: (
+        sizes.append(c.data.resolution) or ["s"]))
+    spec = SimpleNamespace(name="stand-in", samples=samples, video_frames=None,
+                           adapter=SimpleNamespace(load_pipeline_with_adapter=lambda *a: "pipe"))
+    run = SimpleNamespace(cfg=cfg, spec=spec, out=tmp_path, comps=None, state=SimpleNamespace(global_step=1),
+                          engine=SimpleNamespace(release_for_samples=lambda model: None),
+                          features=SimpleNamespace(find=lambda kind: None), accelerator=SimpleNamespace(device="cpu"),
+                          record=RunRecord(started=0.0, sample_sizes=sample_sizes(cfg, spec)[0]))  # as setup reads it
+    monkeypatch.setattr(finish, "save_prompt_samples", lambda *a: [tmp_path / "final.png"])
+    monkeypatch.setattr(finish, "log_samples", lambda *a: None)
+    path.unlink()
+    assert finish._final_samples(run, None) == [tmp_path / "final.png"] and sizes == [32]

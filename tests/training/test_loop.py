@@ -17,6 +17,7 @@ from dit_lora.core.errors import Interrupted
 from dit_lora.contract.capabilities import Samples
 from dit_lora.training import levers, loop
 from dit_lora.training.engine import make_engine
+from dit_lora.training.run import RunRecord
 from dit_lora.config import TrainConfig
 
 
@@ -62,7 +63,8 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
                           optimizer=SimpleNamespace(optimizer="inner"), spec=SimpleNamespace(samples=family, name=family.name),
                           out=tmp_path, data=SimpleNamespace(held_out=None),
                           validation_conds=[("a red square", {"x": 1})] if validation else [],
-                          hooks=SimpleNamespace(crash_point=lambda *a: None), log=print)
+                          hooks=SimpleNamespace(crash_point=lambda *a: None), log=print,
+                          record=RunRecord(started=0.0))
     return run, events
 
 
@@ -156,3 +158,28 @@ def test_stop_on_signal_saves_unless_just_saved_and_says_how_to_resume(tmp_path,
     with pytest.raises(Interrupted) as err:
         loop._stop_on_signal(run, Progress(), stop)
     assert ("checkpoint",) not in events and "checkpoint-3" in str(err.value)
+
+
+def test_validation_samples_keep_the_size_setup_read_when_the_dataset_config_changes_or_goes(tmp_path, monkeypatch):
+    """The validation size was read from the dataset config at every validation: an edited file changed it mid-run, a
+    deleted one stopped the run at a validation (and at the end, after the adapter was written, losing the samples,
+    summary, card and push). It is read once, at setup (RunRecord.sample_sizes)."""
+    import yaml
+
+    from dit_lora.config import parse_config
+    from dit_lora.data.data_sets import sample_sizes
+
+    path = tmp_path / "sets.yaml"
+    path.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": "a", "resolution": 32}]}))
+    run, _ = _run(tmp_path, validation_steps=1)
+    run.cfg = parse_config(["--pretrained_model_name_or_path", "org/model", "--family", "sana", "--dataset_config",
+                            str(path), "--validation_prompt", "a red square"])
+    run.spec.video_frames = None
+    run.record = RunRecord(started=0.0, sample_sizes=sample_sizes(run.cfg, run.spec)[0])  # as setup reads it
+    sizes = []
+    run.spec.samples.generate = lambda comps, m, cond, cfg, seed: sizes.append(cfg.data.resolution) or ["s"]
+    path.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": "a", "resolution": 512}]}))
+    loop._generate(run, run.spec.samples, run.model, 0)
+    path.unlink()
+    loop._generate(run, run.spec.samples, run.model, 0)
+    assert sizes == [32, 32]
