@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -507,7 +508,8 @@ class SetsMedia:
 
 
 class _Rewriting(io.TextIOBase):
-    """A text stream that writes each whole line to ``real`` rewritten by ``rewrite``."""
+    """A text stream that writes each whole line to ``real`` rewritten by ``rewrite``: a line ends at a newline, or
+    at a carriage return (a progress bar redrawn in place is not held back); a terminal stays one."""
 
     def __init__(self, real: Any, rewrite: Callable[[str], str]) -> None:
         super().__init__()
@@ -515,14 +517,23 @@ class _Rewriting(io.TextIOBase):
 
     def write(self, text: str) -> int:
         """Buffer ``text``; write every line it completes, rewritten."""
-        *lines, self.pending = (self.pending + text).split("\n")
-        for line in lines:
-            self.real.write(self.rewrite(line) + "\n")
+        *parts, self.pending = re.split(r"(\r\n|\n|\r)", self.pending + text)
+        for line, end in zip(parts[::2], parts[1::2]):
+            self.real.write(self.rewrite(line) + end)
         return len(text)
 
     def flush(self) -> None:
         """Flush the real stream (a partial line waits for its end)."""
         self.real.flush()
+
+    def isatty(self) -> bool:
+        """Whether the real stream is a terminal (a listing's progress shows as it would)."""
+        return bool(getattr(self.real, "isatty", lambda: False)())
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        """The real stream's encoding."""
+        return getattr(self.real, "encoding", None) or "utf-8"
 
 
 @contextlib.contextmanager

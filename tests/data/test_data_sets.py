@@ -384,3 +384,15 @@ def test_ai_toolkits_clip_resolution_takes_the_familys_size_step_and_says_so(tmp
         "(`resolution: 720` as clips of about 704 x 704 px, the largest side up to it the model takes)")
     assert "as clips of" not in _header(cfg, _Clips())  # a family of sides in 16s takes 720 as it is
 
+
+def test_a_sets_printed_lines_are_rewritten_and_a_redrawn_bar_is_not_held_back():
+    import io
+
+    from dit_lora.data.data_sets import _Rewriting
+
+    real = io.StringIO()
+    real.isatty = lambda: True
+    stream = _Rewriting(real, str.upper)
+    stream.write("10%\r20%\rdone\nha")
+    assert real.getvalue() == "10%\r20%\rDONE\n" and stream.pending == "ha"
+    assert stream.isatty() and stream.encoding == "utf-8"
