@@ -58,6 +58,7 @@ OPTIONAL_RANGES: dict[str, str] = {
     "triton": ">=3.0,<4",
     "flash-attn": ">=2.6",
     "bitsandbytes": ">=0.45,<1",
+    "torchao": ">=0.18,<0.19",
 }
 
 REQUIRES_PYTHON = ">=3.10"
