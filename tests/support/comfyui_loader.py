@@ -249,6 +249,38 @@ def save_random_adapter(model, family: str, targets: str, folder: Path, *, rank:
     return Path(get_family(family).adapter.save_adapter(folder, state, folded))
 
 
+def moved_adapter(model, kind: str, targets: list[str], *, rank: int, alpha: int):
+    """``model`` with a ``kind`` adapter (LoRA, LoKr, LoHa, DoRA: dit-lora's ``add_adapter``) on ``targets``, every
+    adapter weight moved (seeded), so every update is non-zero; returns the model."""
+    from dit_lora.config import TrainConfig
+    from dit_lora.modeling import trainables
+
+    trainables.add_adapter(model, TrainConfig(lora_type=kind, rank=rank, lora_alpha=alpha).lora, targets=targets,
+                           seed=0)
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(3)
+        for param in model.parameters():
+            if param.requires_grad:
+                param.add_(torch.randn(param.shape, generator=g) * 0.05)
+    return model
+
+
+def written_export(model, out: Path, family: str, export) -> Path:
+    """``model``'s adapter written in ``out`` as a run writes it (``write_adapter`` with ``family``'s saver, the
+    strength folded), then ``export``'s ComfyUI file beside it; returns that file."""
+    from types import SimpleNamespace
+
+    from dit_lora.modeling import trainables
+    from dit_lora.output.adapter import write_adapter
+    from dit_lora.registry import get_family
+
+    lora, backbone = trainables.split_trainable_state(model, [])
+    spec = SimpleNamespace(adapter=get_family(family).adapter, adapter_extras=None)
+    write_adapter(spec, out, lora, model.peft_config["default"].to_dict(), backbone, [])
+    (comfy_file,) = export.write(out)
+    return comfy_file
+
+
 def check_in_comfyui(path: Path, *, unet_config: dict[str, Any], model_class: str):
     """Load the adapter file ``path`` with ComfyUI's own loader into ``model_class`` of ``unet_config``: checks that
     every tensor loaded, every module patched and no error, and that each patched weight's update is the file's

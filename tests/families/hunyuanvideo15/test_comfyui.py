@@ -11,19 +11,17 @@ the live layers); the diffusers-named file loads nothing there, which is why the
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 
 import pytest
 import torch
+from comfyui_loader import moved_adapter, written_export
 from safetensors.torch import load_file
 
 from dit_lora.config import TrainConfig
 from dit_lora.families.hunyuanvideo15.comfyui import EXPORT
 from dit_lora.families.hunyuanvideo15.demo import DEMO
 from dit_lora.modeling import trainables
-from dit_lora.output.adapter import write_adapter
 from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
-from dit_lora.registry import get_family
 
 RANK, ALPHA = 4, 8
 #: ComfyUI builds ByT5's mapper for 1472 inputs and two refiner blocks, as the real model has
@@ -50,23 +48,12 @@ def _tiny():
 def _trained(kind: str, targets=None):
     """The tiny transformer with a ``kind`` adapter on ``targets`` (every Linear), every adapter weight moved."""
     model = _tiny()
-    lora = TrainConfig(lora_type=kind, rank=RANK, lora_alpha=ALPHA).lora
-    trainables.add_adapter(model, lora, targets=targets or _linears(model), seed=0)
-    with torch.no_grad():
-        g = torch.Generator().manual_seed(3)
-        for param in model.parameters():
-            if param.requires_grad:
-                param.add_(torch.randn(param.shape, generator=g) * 0.05)
-    return model
+    return moved_adapter(model, kind, targets or _linears(model), rank=RANK, alpha=ALPHA)
 
 
 def _written(model, out):
     """The adapter as dit-lora writes it, then its ComfyUI export's file."""
-    lora, backbone = trainables.split_trainable_state(model, [])
-    spec = SimpleNamespace(adapter=get_family("hunyuanvideo15").adapter, adapter_extras=None)
-    write_adapter(spec, out, lora, model.peft_config["default"].to_dict(), backbone, [])
-    (comfy_file,) = EXPORT.write(out)
-    return comfy_file
+    return written_export(model, out, "hunyuanvideo15", EXPORT)
 
 
 def _trained_update(model, module: str) -> torch.Tensor:

@@ -10,19 +10,15 @@ the diffusers-named file does not load there, which is why the export exists."""
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 
 import pytest
 import torch
+from comfyui_loader import moved_adapter, written_export
 from safetensors.torch import load_file
 
-from dit_lora.config import TrainConfig
 from dit_lora.families.lumina2.comfyui import EXPORT
 from dit_lora.families.lumina2.demo import get_tiny_lumina2_config
-from dit_lora.modeling import trainables
-from dit_lora.output.adapter import write_adapter
 from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
-from dit_lora.registry import get_family
 
 RANK, ALPHA = 4, 8
 #: ComfyUI's Lumina2 NextDiT at the tiny model's widths (comfy/ldm/lumina/model.py takes these)
@@ -45,23 +41,12 @@ def _tiny():
 def _trained(kind: str, targets=None):
     """The tiny transformer with a ``kind`` adapter on ``targets`` (every Linear), every adapter weight moved."""
     model = _tiny()
-    lora = TrainConfig(lora_type=kind, rank=RANK, lora_alpha=ALPHA).lora
-    trainables.add_adapter(model, lora, targets=targets or _linears(model), seed=0)
-    with torch.no_grad():
-        g = torch.Generator().manual_seed(3)
-        for param in model.parameters():
-            if param.requires_grad:
-                param.add_(torch.randn(param.shape, generator=g) * 0.05)
-    return model
+    return moved_adapter(model, kind, targets or _linears(model), rank=RANK, alpha=ALPHA)
 
 
 def _written(model, out):
-    """The adapter as dit-lora writes it, then its ComfyUI export's tensors."""
-    lora, backbone = trainables.split_trainable_state(model, [])
-    spec = SimpleNamespace(adapter=get_family("lumina2").adapter, adapter_extras=None)
-    write_adapter(spec, out, lora, model.peft_config["default"].to_dict(), backbone, [])
-    (comfy_file,) = EXPORT.write(out)
-    return comfy_file
+    """The adapter as dit-lora writes it, then its ComfyUI export's file."""
+    return written_export(model, out, "lumina2", EXPORT)
 
 
 def _trained_update(model, module: str) -> torch.Tensor:
