@@ -22,8 +22,10 @@ from typing import Any
 
 import torch
 
+from dit_lora.training.guard import DeviceSkip
 
-class DeviceAdafactor(torch.optim.Optimizer):
+
+class DeviceAdafactor(DeviceSkip, torch.optim.Optimizer):
     """transformers' ``Adafactor(relative_step=False, warmup_init=False)`` with the guard's skip (``found_inf``) and
     no host read. ``eps``: (the second moments' floor, the parameter-scale floor); ``beta1`` None keeps no first
     moment (Adafactor's default)."""
@@ -44,8 +46,6 @@ class DeviceAdafactor(torch.optim.Optimizer):
             weight_decay=weight_decay, scale_parameter=scale_parameter,
         )  # fmt: skip
         super().__init__(params, defaults)
-        self.found_inf: torch.Tensor | None = None  # set by the guard before each step (1.0: skip)
-        self.grad_scale: torch.Tensor | None = None  # the fused interface's other half: unused (no fp16 scaling)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -60,19 +60,11 @@ class DeviceAdafactor(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is not None:
                     if p.device not in shared:
-                        shared[p.device] = self._keep(p.device)
+                        shared[p.device] = self.keep_flags(p.device)
                     keep, kept = shared[p.device]
                     lr = torch.as_tensor(group["lr"], device=p.device, dtype=torch.float64)
                     self._step_param(group, p, keep, kept, lr)
         return loss
-
-    def _keep(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """(1.0, or 0.0 when the guard skips this step: float64; the same as a bool), on ``device``."""
-        if self.found_inf is None:
-            keep = torch.ones((), device=device, dtype=torch.float64)
-        else:
-            keep = (self.found_inf.to(device).reshape(()) <= 0).to(torch.float64)
-        return keep, keep > 0
 
     def _state(self, p: torch.Tensor, grad: torch.Tensor, group: dict) -> dict:
         """``p``'s state, made at its first step as transformers makes it (a resumed state brings its own)."""

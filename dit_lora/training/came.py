@@ -23,8 +23,10 @@ from typing import Any
 
 import torch
 
+from dit_lora.training.guard import DeviceSkip
 
-class DeviceCAME(torch.optim.Optimizer):
+
+class DeviceCAME(DeviceSkip, torch.optim.Optimizer):
     """came-pytorch's ``CAME`` with the guard's skip (``found_inf``) and no host read. ``betas``: the decays of the
     first moment, of the second moments and of the instabilities; ``eps``: (the second moments' floor, the
     instabilities' floor)."""
@@ -42,8 +44,6 @@ class DeviceCAME(torch.optim.Optimizer):
             raise ValueError(f"CAME's betas are decays in [0, 1], not {betas}")
         defaults = dict(lr=lr, eps=eps, clip_threshold=clip_threshold, betas=betas, weight_decay=weight_decay)
         super().__init__(params, defaults)
-        self.found_inf: torch.Tensor | None = None  # set by the guard before each step (1.0: skip)
-        self.grad_scale: torch.Tensor | None = None  # the fused interface's other half: unused (no fp16 scaling)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -59,19 +59,11 @@ class DeviceCAME(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is not None:
                     if p.device not in shared:
-                        shared[p.device] = self._keep(p.device)
+                        shared[p.device] = self.keep_flags(p.device)
                     if p.device not in scalars:
                         scalars[p.device] = _group_scalars(group, p.device, shared[p.device][1])
                     self._step_param(group, p, shared[p.device], *scalars[p.device])
         return loss
-
-    def _keep(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """(1.0, or 0.0 when the guard skips this step: float64; the same as a bool), on ``device``."""
-        if self.found_inf is None:
-            keep = torch.ones((), device=device, dtype=torch.float64)
-        else:
-            keep = (self.found_inf.to(device).reshape(()) <= 0).to(torch.float64)
-        return keep, keep > 0
 
     def _state(self, p: torch.Tensor, grad: torch.Tensor) -> dict:
         """``p``'s state, made at its first step as came-pytorch makes it (a resumed state brings its own)."""

@@ -40,6 +40,24 @@ _SPIKE_WARMUP = 20
 _SPIKE_ALPHA = 0.05
 
 
+class DeviceSkip:
+    """The fused AdamW interface :meth:`StepGuard.optimizer_step` drives, for dit-lora's device-side optimizers
+    (Prodigy, Adafactor, CAME, torchao's low-bit AdamW; mixed in before ``torch.optim.Optimizer``): the guard sets
+    ``found_inf`` (a device float, 1.0: skip this step) and ``grad_scale`` before each step, and the optimizer skips
+    without reading either on the host."""
+
+    found_inf: torch.Tensor | None = None  # set by the guard before each step (1.0: skip)
+    grad_scale: torch.Tensor | None = None  # the fused interface's other half: unused (no fp16 scaling)
+
+    def keep_flags(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(1.0, or 0.0 when the guard skips this step, as float64; the same as a bool), on ``device``."""
+        if self.found_inf is None:
+            keep = torch.ones((), device=device, dtype=torch.float64)
+        else:
+            keep = (self.found_inf.to(device).reshape(()) <= 0).to(torch.float64)
+        return keep, keep > 0
+
+
 @dataclass
 class GuardReading:
     """Host copy of the counters at a check."""

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from dit_lora.core import quiet
+from dit_lora.training.guard import DeviceSkip
 from dit_lora.training.sync_audit import compiled_region
 
 #: torchao's moments: (state key, signed); amsgrad's maximum is unsigned too
@@ -69,13 +70,11 @@ def device_class(bits: int) -> type:
     return type(f"Device{base.__name__}", (DeviceLowBitAdamW, base), {"__doc__": DeviceLowBitAdamW.__doc__})
 
 
-class DeviceLowBitAdamW:
+class DeviceLowBitAdamW(DeviceSkip):
     """torchao's low-bit AdamW (mixed in before it: :func:`device_adamw` builds the class) with the guard's skip
     (``found_inf``, the fused AdamW interface) and every count on the device; its state plain tensors (module
     docstring)."""
 
-    found_inf: torch.Tensor | None = None  # set by the guard before each step (1.0: skip)
-    grad_scale: torch.Tensor | None = None  # the fused interface's other half: unused (no fp16 scaling)
     # torchao's, from the class this is mixed into
     param_groups: list[dict[str, Any]]
     state: dict[Any, dict[str, Any]]

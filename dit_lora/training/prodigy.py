@@ -21,11 +21,13 @@ from typing import Any
 
 import torch
 
+from dit_lora.training.guard import DeviceSkip
+
 #: the group's scalars, device tensors (float64 on the parameters' device)
 _SCALARS = ("d", "d_max", "d_numerator", "k")
 
 
-class DeviceProdigy(torch.optim.Optimizer):
+class DeviceProdigy(DeviceSkip, torch.optim.Optimizer):
     """``prodigyopt.Prodigy``'s update with the guard's skip (``found_inf``) and no host read. Arguments as
     prodigyopt's (``lr`` is Prodigy's multiplier: leave it near 1.0)."""
 
@@ -54,8 +56,6 @@ class DeviceProdigy(torch.optim.Optimizer):
         for group in self.param_groups:  # now, not at the first step: the guard's first snapshot holds them
             if group["params"]:
                 self._scalars(group, group["params"][0].device)
-        self.found_inf: torch.Tensor | None = None  # set by the guard before each step (1.0: skip)
-        self.grad_scale: torch.Tensor | None = None  # the fused interface's other half: unused (no fp16 scaling)
 
     def _scalars(self, group: dict, device: torch.device) -> None:
         """The group's estimate as device tensors, made at the first step (a resumed state brings its own)."""
@@ -84,8 +84,7 @@ class DeviceProdigy(torch.optim.Optimizer):
         beta1, beta2 = first["betas"]
         beta3 = first["beta3"] if first["beta3"] is not None else math.sqrt(beta2)
         d, d_max, k, d0 = first["d"], first["d_max"], first["k"], first["d0"]
-        skip = torch.zeros((), device=device) if self.found_inf is None else self.found_inf.to(device).reshape(())
-        keep = (skip <= 0).to(torch.float64)
+        keep, _ = self.keep_flags(device)
         bias = ((1 - beta2 ** (k + 1)) ** 0.5) / (1 - beta1 ** (k + 1)) if first["use_bias_correction"] else 1.0
         numerator = first["d_numerator"] * beta3
         sums, stepped = [], []

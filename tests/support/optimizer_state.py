@@ -50,3 +50,27 @@ def kept_step(step: int, guarded, ours, reference, plain) -> None:
     reference.step()
     guarded.found_inf = torch.zeros(())
     guarded.step()
+
+
+def resumed_pair(make, make_params, steps: int = 2):
+    """An optimizer (``make(params)``) stepped ``steps`` times and a second one over a copy of its parameters with
+    its state dict loaded, as a resume builds it; both then take one more step with the same gradients. Returns
+    ``(first, ours, second, other)`` for the caller to compare (parameters and state)."""
+    import copy
+
+    ours, other = make_params(), make_params()
+    first = make(ours)
+    for step in range(steps):
+        for p, grad in zip(ours, gradients(step, ours)):
+            p.grad = grad
+        first.step()
+    with torch.no_grad():
+        for p, q in zip(other, ours):
+            p.copy_(q)
+    second = make(other)
+    second.load_state_dict(copy.deepcopy(first.state_dict()))
+    for opt, params in ((first, ours), (second, other)):
+        for p, grad in zip(params, gradients(5, params)):
+            p.grad = grad
+        opt.step()
+    return first, ours, second, other

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
-from optimizer_state import gradients, in_lockstep, kept_step, same, snapshot
+from optimizer_state import gradients, in_lockstep, kept_step, resumed_pair, same, snapshot
 
 from dit_lora.training.came import DeviceCAME
 
@@ -83,23 +81,8 @@ def test_a_skipped_step_changes_nothing_and_the_run_goes_on_as_without_it(skippe
 
 def test_its_state_round_trips_through_a_state_dict():
     """A resumed optimizer (state loaded into a new one) steps on as the one that was saved."""
-    options = {"lr": 1e-2, "weight_decay": 0.01}
-    ours, other = _params(), _params()
-    first = DeviceCAME(ours, **options)
-    for step in range(2):
-        for p, grad in zip(ours, gradients(step, ours)):
-            p.grad = grad
-        first.step()
-    with torch.no_grad():
-        for p, q in zip(other, ours):
-            p.copy_(q)
-    second = DeviceCAME(other, **options)
-    second.load_state_dict(copy.deepcopy(first.state_dict()))
+    first, ours, second, other = resumed_pair(lambda ps: DeviceCAME(ps, lr=1e-2, weight_decay=0.01), _params)
     assert all(s["step"].dtype == torch.float64 for s in second.state.values())  # torch keeps a "step" as it is
-    for opt, params in ((first, ours), (second, other)):
-        for p, grad in zip(params, gradients(5, params)):
-            p.grad = grad
-        opt.step()
     for p, q in zip(ours, other):
         assert torch.equal(p, q)
     assert same(first.state_dict()["state"], second.state_dict()["state"])

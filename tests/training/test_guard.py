@@ -337,3 +337,17 @@ def test_a_run_builds_its_guard_from_the_guards_section():
                               world_size=1)
     assert (guard.enabled, guard.max_consecutive_skips, guard.rollback_lr_factor, guard.max_rollbacks,
             guard.spike_sigma, guard.interval, guard.fused) == (False, 7, 0.25, 3, 5.0, 2, False)
+
+
+def test_device_skip_flags_read_the_guards_found_inf_on_the_device():
+    """The device-side optimizers' shared interface: no flag keeps the step; found_inf 1 skips it; no host read."""
+    from dit_lora.training.guard import DeviceSkip
+
+    opt = DeviceSkip()
+    keep, kept = opt.keep_flags(torch.device("cpu"))
+    assert keep.dtype == torch.float64 and keep.item() == 1.0 and kept.item()
+    opt.found_inf = torch.ones(1)
+    keep, kept = opt.keep_flags(torch.device("cpu"))
+    assert keep.shape == () and keep.item() == 0.0 and not kept.item()
+    opt.found_inf = torch.zeros(())
+    assert opt.keep_flags(torch.device("cpu"))[0].item() == 1.0
