@@ -1,5 +1,5 @@
 """The look over a run's captions printed at its end, as ``check-data`` looks over training captions: empty
-captions, captions cut at ``--max_new_tokens``, a phrase the model got stuck repeating, and one caption given to
+captions, captions cleaned of control characters, captions cut at ``--max_new_tokens``, a phrase the model got stuck repeating, and one caption given to
 several files (a captioner that says the same of everything is usually a prompt or model problem).
 """
 
@@ -20,12 +20,13 @@ LOOP_WORDS, LOOP_LONGEST, LOOP_TIMES = 2, 12, 3
 
 @dataclass(frozen=True)
 class CaptionFacts:
-    """One written caption: the file, the text as written (prefix and suffix included), and whether the model stopped
-    by itself."""
+    """One written caption: the file, the text as written (prefix and suffix included), whether the model stopped
+    by itself, and how many control or replacement characters were removed from the model's text before writing."""
 
     key: str
     text: str
     finished: bool = True
+    removed: int = 0
 
 
 def repeated_phrase(text: str) -> str | None:
@@ -58,6 +59,14 @@ def caption_report(captions: Sequence[CaptionFacts], *, max_new_tokens: int, wor
         lines.append(
             f"empty: {len(empty)} caption(s) are empty ({_names(empty)}); training leaves those files out. Caption "
             "them again with another --prompt, or write them by hand."
+        )
+    cleaned = [c.key for c in captions if c.removed]
+    if cleaned:
+        lines.append(
+            f"cleaned: {len(cleaned)} caption(s) held control characters (NUL, ESC, ...) or U+FFFD (bytes the model "
+            f"produced that are no text), {sum(c.removed for c in captions)} in all, removed before writing "
+            f"({_names(cleaned)}): training refuses control characters, and U+FFFD stands for no text. A captioner that writes them is often too small or "
+            "broken: read its captions."
         )
     cut = [c.key for c in captions if not c.finished]
     if cut:

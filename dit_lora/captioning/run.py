@@ -25,6 +25,7 @@ from dit_lora.captioning.writer import METADATA, CaptionStore, caption_path
 from dit_lora.core.errors import Interrupted, UserError
 from dit_lora.core.fileio import check_writable, reporting_disk_full
 from dit_lora.core.progress import Progress, say
+from dit_lora.data.caption_files import clean_caption
 from dit_lora.data.paths import printable
 from dit_lora.families.videollm.frames import SampledClip
 
@@ -183,8 +184,12 @@ def _caption_batch(
         return []
     rows = []
     for (item, _), result in _generated(captioner, prepared, outcome):
-        text = f"{options.prefix}{result.text}{options.suffix}"
-        facts.append(CaptionFacts(item.key, text, result.finished))
+        said, removed = clean_caption(result.text)  # training refuses control bytes: none are written
+        if removed and not said.strip():
+            outcome.failed.append((item.key, f"the captioner wrote no text, only {removed} control character(s)"))
+            continue
+        text = f"{options.prefix}{said.strip()}{options.suffix}"
+        facts.append(CaptionFacts(item.key, text, result.finished, removed))
         rows.append((item.key, item.path, text))
     return rows
 

@@ -293,7 +293,7 @@ class _SidecarCaptions:
             try:
                 text, utf16 = decode_caption(data)
             except NotUTF8 as err:
-                self.refusals[key] = caption_refusal(own, err.detail)
+                self.refusals[key] = caption_refusal(own, err)
                 return None
             if utf16:
                 self.utf16.append(own)

@@ -290,3 +290,25 @@ def test_a_hand_edit_between_an_interrupted_metadata_run_and_its_rerun_stays(tin
     assert sorted(rest.written) == ["img2.png", "img3.png"] and sorted(rest.resumed) == ["img0.png", "img1.png"]
     final = {r["file_name"]: r["text"] for r in map(json.loads, (folder / METADATA).read_text().splitlines())}
     assert final["img0.png"] == "fixed by hand" and len(final) == 4 and not (folder / JOURNAL).exists()
+
+
+def test_control_characters_are_never_written_and_training_reads_every_caption(tiny, tmp_path, monkeypatch, capsys):
+    """The issue: a tiny captioner wrote NUL and other control bytes, the run said "0 failed", and training refused the
+    captions (blaming UTF-16). Removed and said; a caption of nothing but control characters is a failure, named."""
+    from dit_lora.captioning.captioner import Caption, Captioner
+    from dit_lora.data import load_samples
+    from dit_lora.data.caption_files import refuse_unreadable_captions
+
+    texts = iter(["a red\x00 square\x1b[0m", "\ufffd\x11a blue one\x85", "\x00\x01\x02", "a plain caption"])
+    monkeypatch.setattr(Captioner, "generate", lambda self, built: [Caption(next(texts), True) for _ in built])
+    folder = _folder(tmp_path / "data", images=4, clips=0)
+    outcome = caption_folder(_options(folder, tiny, batch_size=1))
+    out = capsys.readouterr().out
+    assert outcome.written == {"img0.png": "a red square[0m", "img1.png": "a blue one", "img3.png": "a plain caption"}
+    assert outcome.failed == [("img2.png", "the captioner wrote no text, only 3 control character(s)")]
+    assert not (folder / "img2.txt").exists()
+    assert "cleaned: 2 caption(s) held control characters" in out and "5 in all" in out
+    (folder / "img2.png").unlink()  # the user's move: caption it by hand, or leave it out
+    samples = load_samples(train_data_dir=folder, log=lambda line: None)
+    refuse_unreadable_captions(samples, "--train_data_dir data")  # every written caption is read
+    assert {s.key: s.caption for s in samples if s.caption} == outcome.written
