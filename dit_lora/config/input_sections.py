@@ -20,6 +20,7 @@ from dit_lora.config.option import (
     NON_NEGATIVE,
     POSITIVE,
     PROBABILITY,
+    SIDE,
     VIDEO_FAMILIES,
     VIDEO_SIZE,
     AdapterTypes,
@@ -256,7 +257,7 @@ class DataOptions:
         1024,
         "Training resolution in pixels (square); must be divisible by the model's latent stride.",
         section="data",
-        valid=POSITIVE,
+        valid=SIDE,
         applies=IMAGE_FAMILIES,
     )
     max_image_pixels: int | None = opt(
@@ -394,7 +395,7 @@ class VideoOptions:
         "among its defaults, else the height it was trained at: Wan's 14B and A14B checkpoints, trained up to "
         "720 x 1280, default to their 480p size 480 x 832).",
         section="video",
-        valid=POSITIVE,
+        valid=SIDE,
         applies=VIDEO_SIZE,
     )
     width: int | None = opt(
@@ -402,7 +403,7 @@ class VideoOptions:
         "Video width in pixels (multiple of 16). Default: the checkpoint's, as `dit-lora models` lists it (width "
         "among its defaults, else the width it was trained at; Wan 14B and A14B: 832).",
         section="video",
-        valid=POSITIVE,
+        valid=SIDE,
         applies=VIDEO_SIZE,
     )
     frame_buckets: str | None = opt(

@@ -59,6 +59,15 @@ NON_NEGATIVE = Range(0)
 FINITE = Range()  # any finite number
 PROBABILITY = Range(0, 1, high_open=True)
 BETA = Range(0, 1, high_open=True, why="AdamW's moment decay; 0.9 and 0.999 are the usual values")
+#: a side in pixels: the largest any family trains or generates natively is 4096 (Sana 4K); past twice that a size is
+#: a typo, and its aspect buckets and memory plan would take minutes before saying so
+SIDE = Range(
+    0,
+    8192,
+    low_open=True,
+    why="pixels a side; the largest size any family here generates natively is 4096 (Sana 4K), so a larger one is "
+    "most likely a typo",
+)
 #: numpy's seed (which accelerate's set_seed calls) takes 0 <= seed < 2**32
 SEED = Range(0, 2**32 - 1, why="numpy's random seed takes 0 to 2**32 - 1")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from dit_lora.config.option import SIDE
 from dit_lora.core.errors import UserError
 from dit_lora.data.decode import oriented_size
 
@@ -101,6 +102,8 @@ def parse_mode(value: str) -> str | Size:
         return text
     parts = text.replace("*", "x").split("x")
     if len(parts) == 2 and all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        if any(int(p) not in SIDE for p in parts):
+            raise UserError(f"{FLAG} {value!r}: each side must be {SIDE}: {SIDE.why}.")
         return int(parts[1]), int(parts[0])
     raise UserError(
         f"{FLAG} {value!r} is not a bucket mode: give `auto` (each image in the aspect-ratio bucket nearest its shape, "

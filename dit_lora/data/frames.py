@@ -31,6 +31,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from dit_lora.config.option import SIDE
 from dit_lora.core.errors import UserError
 from dit_lora.data.aspect import CROP_WARNING, MAX_ASPECT, aspect_buckets, cropped_share
 
@@ -175,6 +176,8 @@ def resolution_buckets(
             flag=f"{flag} entry {entry.strip()!r}: frame count",
         )
         for name, value in (("height", height), ("width", width)):
+            if value not in SIDE:
+                raise UserError(f"{flag} entry {entry.strip()!r}: {name} {value} must be {SIDE}: {SIDE.why}.")
             if value < spatial_multiple or value % spatial_multiple:
                 fixed = max(spatial_multiple, round(value / spatial_multiple) * spatial_multiple)
                 raise UserError(

@@ -136,6 +136,18 @@ def what_runs(device_type: str) -> dict[str, str]:
     }
 
 
+def runnable_schemes(device_type: str) -> set[str]:
+    """The ``--quantize_base`` schemes a lever may propose for a run on ``device_type``: those that run there, and on a
+    CPU where bitsandbytes rounds 4-bit weights wrongly (:func:`cpu_nf4_problem`, what ``doctor`` warns of) not nf4.
+    A device this machine does not have (planning for a GPU from a laptop) is not judged here: every scheme."""
+    if device_type != "cpu" and not (device_type == "cuda" and torch.cuda.is_available()):
+        return {"nf4", "int8", "fp8", "fp8_scaled"}
+    runs = {scheme for scheme, how in what_runs(device_type).items() if how == "runs"}
+    if device_type == "cpu" and "nf4" in runs and cpu_nf4_problem():
+        runs.discard("nf4")
+    return runs
+
+
 def check_config(cfg: TrainConfig, device_type: str, family=None) -> None:
     """Refuse a --quantize_base or --quantize_text_encoder request that cannot run, before anything loads."""
     check_text_encoder(cfg, family)

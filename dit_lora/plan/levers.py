@@ -148,7 +148,9 @@ def with_tokens(plan: Plan, share: float, bucket: str) -> Plan:
 def token_cuts(bucket: str) -> list[tuple[float, str, list[str]]]:
     """Smaller sizes of ``bucket`` (``F x H x W`` for video, ``W x H px`` for images), largest first, each as (share
     of the tokens, the new bucket, the flags that ask for it): video loses frames first, in the ``4k + 1`` rule
-    (the share is the latent frames'); images come down :data:`SIZE_STEP` pixels a side at the same aspect."""
+    (the share is the latent frames'); images come down :data:`SIZE_STEP` pixels a side at the same aspect, in the
+    options an image family takes: the ``--resolution`` square (the largest ``auto`` bucket is that square), or a
+    fixed ``--aspect_buckets WxH`` for a fixed size that is not square."""
     video = re.fullmatch(r"(\d+) x (\d+) x (\d+)", bucket)
     if video:
         frames, height, width = map(int, video.groups())
@@ -163,9 +165,10 @@ def token_cuts(bucket: str) -> list[tuple[float, str, list[str]]]:
         return []
     width, height = map(int, image.groups())
     cuts = []
-    for h in range(height - SIZE_STEP, MIN_SIDE - 1, -SIZE_STEP):
-        w = max(SIZE_STEP, round(width * h / height / SIZE_STEP) * SIZE_STEP)
-        flags = ["--resolution", str(h)] if w == h else ["--height", str(h), "--width", str(w)]
+    top = (height - 1) // SIZE_STEP * SIZE_STEP  # the largest multiple of the step below the bucket's height
+    for h in range(top, MIN_SIDE - 1, -SIZE_STEP):
+        w = h if width == height else max(SIZE_STEP, round(width * h / height / SIZE_STEP) * SIZE_STEP)
+        flags = ["--resolution", str(h)] if w == h else ["--aspect_buckets", f"{w}x{h}"]
         cuts.append((h * w / (height * width), f"{w} x {h} px", flags))
     return cuts
 

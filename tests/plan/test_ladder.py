@@ -156,8 +156,10 @@ def test_token_cuts_follow_the_frame_rule_and_image_sizes():
     assert cuts[-1][1] == "5 x 480 x 832"
     images = levers.token_cuts("1024 x 1024 px")
     assert images[0] == (pytest.approx((960 / 1024) ** 2), "960 x 960 px", ["--resolution", "960"])
-    wide = levers.token_cuts("1280 x 768 px")  # W x H
-    assert wide[0][2] == ["--height", "704", "--width", "1152"]
+    wide = levers.token_cuts("1280 x 768 px")  # W x H: a fixed --aspect_buckets size (auto's largest is the square)
+    assert wide[0][2] == ["--aspect_buckets", "1152x704"]
+    odd = levers.token_cuts("1000 x 1000 px")  # sides that are no multiple of the step stay square
+    assert odd[0] == (pytest.approx((960 / 1000) ** 2), "960 x 960 px", ["--resolution", "960"])
     assert levers.token_cuts("something else") == []
 
 

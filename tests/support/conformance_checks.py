@@ -14,6 +14,7 @@ fixtures below then train each name once and every check reads that run. The che
 - a resume: the run resumed from its checkpoint (as a run killed after writing it) ends bitwise equal to the
   reference;
 - the memory plan of a run within PLAN_TOLERANCE of its measured CPU peak;
+- every flag line the plan's ladder proposes (for this CPU and for a GPU) accepted by the run it is printed for;
 - the model card's snippet (and the guides' blocks of this demo) run as written, the adapter changing the output.
 """
 
@@ -124,6 +125,17 @@ class ConformanceChecks:
         assert [s["checkpointing"] for s in plan["steps"]] == [plan["checkpointing"]]  # the gate traced one setting
         predicted, measured = plan["peak_memory_bytes"], summary["peak_memory_bytes"]
         assert abs(predicted - measured) / measured < PLAN_TOLERANCE, (predicted, measured)
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("device", ["cpu", "cuda"])
+    def test_every_flag_line_the_plan_proposes_is_accepted_by_the_run(self, demo_run, device):
+        from plan_proposals import accepted, proposals
+
+        args = demo_run.args()
+        lines = proposals(args, device)
+        assert lines, "a 1 MiB card: the ladder tries at least checkpointing or a smaller batch"
+        for flags in lines:
+            accepted(args, flags, device)
 
     @pytest.mark.slow
     def test_the_card_snippet_runs_and_the_adapter_shows(self, demo_run, tmp_path):
