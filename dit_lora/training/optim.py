@@ -18,6 +18,32 @@ class _AdamOptions(TypedDict):
     weight_decay: float
 
 
+#: a learning rate this low is no Prodigy multiplier, and one this high is no step size of the other optimizers (a
+#: LoRA's usual AdamW rate is 1e-4 to 1e-3; Prodigy's multiplier is about 1)
+PRODIGY_LOWEST, STEP_HIGHEST = 0.1, 0.1
+
+
+def learning_rate_warning(training: TrainingOptions) -> str | None:
+    """One line when --learning_rate is on the wrong scale for --optimizer, as diffusers' examples warn of Prodigy's:
+    Prodigy's multiplier far below 1 trains at that fraction of the step it finds; 0.1 or more for an optimizer
+    whose learning rate is the step (AdamW's variants, Adafactor, CAME) is Prodigy's scale and diverges."""
+    rate, name = training.learning_rate, training.optimizer
+    if name == "prodigy" and rate < PRODIGY_LOWEST:
+        return (
+            f"--optimizer prodigy with --learning_rate {rate:g}: Prodigy finds its own step size and --learning_rate "
+            f"multiplies it, so this trains at {rate:g} of the step it finds. Its authors and diffusers' examples use "
+            "--learning_rate 1.0 (left out, that is the default with prodigy)."
+        )
+    if name != "prodigy" and rate >= STEP_HIGHEST:
+        return (
+            f"--learning_rate {rate:g} with --optimizer {name}: that is Prodigy's scale (a multiplier of its own "
+            f"estimate), but {name} takes it as the step itself, 100 to 10,000 times a LoRA's usual 1e-4 to 1e-3: "
+            "the weights blow up in a few steps (the guard then rolls back and stops). Use --learning_rate 1e-4, or "
+            "--optimizer prodigy."
+        )
+    return None
+
+
 def make_optimizer(
     training: TrainingOptions, groups: list[dict], device: torch.device
 ) -> tuple[torch.optim.Optimizer, bool]:

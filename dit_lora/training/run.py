@@ -60,7 +60,7 @@ from dit_lora.plan import make_plan
 from dit_lora.plan import report as plan_report  # looked up at call time: tests stand in a small device
 from dit_lora.setup.resolve import Resolved, resolve
 from dit_lora.training import ema as ema_lib
-from dit_lora.training import levers
+from dit_lora.training import levers, optim
 from dit_lora.training.checkpoint import (  # check_same_trainables: imported from here by callers and tests
     check_resumable,
     check_same_trainables,  # noqa: F401
@@ -422,6 +422,9 @@ def _log_start_notes(cfg: TrainConfig, spec, log) -> None:
         log(note)
     for note in fallback.precision_notes(spec, cfg):
         log(f"warning: {note}")
+    rate = optim.learning_rate_warning(cfg.training)
+    if rate:
+        log(f"warning: {rate}")
     if quantize.enabled(cfg.model):
         log(f"quantized base (--quantize_base {cfg.model.quantize_base}): {quantize.describe(cfg.model)}")
     if cfg.model.quantize_text_encoder:

@@ -170,3 +170,15 @@ def test_a_push_without_a_repo_id_is_named_after_the_output_folder_as_diffusers_
         _resolve(folder, "sana", "--push_to_hub", "--output_dir", str(tmp_path / "my lora"))
     cfg, chosen = _resolve(folder, "sana", "--output_dir", str(tmp_path / "o"))
     assert cfg.hub.hub_model_id is None and "hub_model_id" not in chosen.applied
+
+
+def test_prodigy_without_a_learning_rate_takes_its_multiplier_of_one_over_the_catalogues(tmp_path):
+    """Issue 76: --optimizer prodigy with AdamW's learning rate trained at a fraction of its step, silently."""
+    folder = _layout(tmp_path, "THUDM/CogVideoX-5b")  # its entry gives AdamW's 2e-5
+    cfg, chosen = _resolve(folder, "cogvideox", "--optimizer", "prodigy")
+    assert cfg.training.learning_rate == 1.0
+    assert any("--learning_rate" in line and "Prodigy finds its own step size" in line for line in chosen.lines())
+    cfg, chosen = _resolve(folder, "cogvideox", "--optimizer", "prodigy", "--learning_rate", "0.5")
+    assert cfg.training.learning_rate == 0.5  # the user's value stays
+    cfg, _ = _resolve(folder, "cogvideox")
+    assert cfg.training.learning_rate == 2e-5  # AdamW keeps the entry's

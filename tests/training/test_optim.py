@@ -163,3 +163,14 @@ def test_low_bit_adamw_without_torchao_is_one_paragraph(monkeypatch):
             optim.make_optimizer(_cfg(optimizer="adamw4bit", learning_rate=1e-4), _groups(), torch.device("cpu"))
     finally:
         lowbit_adam.device_class.cache_clear()
+
+
+@pytest.mark.parametrize("optimizer, rate, said", [
+    ("prodigy", 1e-3, "trains at 0.001 of the step it finds"),  # the pair
+    ("prodigy", 1.0, None), ("prodigy", 0.5, None),
+    ("adamw", 1.0, "that is Prodigy's scale"), ("came", 0.3, "that is Prodigy's scale"),
+    ("adamw8bit", 0.1, "that is Prodigy's scale"), ("adamw", 1e-4, None), ("adafactor", 1e-3, None),
+])
+def test_a_learning_rate_on_the_wrong_scale_for_its_optimizer_is_said(optimizer, rate, said):
+    warning = optim.learning_rate_warning(_cfg(optimizer=optimizer, learning_rate=rate))
+    assert (warning is None) if said is None else (said in warning and f"--optimizer {optimizer}" in warning)

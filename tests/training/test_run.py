@@ -276,3 +276,16 @@ def test_validation_epochs_become_updates():
     cfg = validation_every_epochs(TrainConfig.for_family("sana", validation_epochs=25), 2, lines.append)
     assert cfg.validation.validation_steps == 50 and lines == ["--validation_epochs 25: validating every 50 updates "
                                                                "(2 an epoch)"]
+
+
+def test_the_start_notes_say_a_learning_rate_on_the_wrong_scale_for_the_optimizer():
+    """Issue 76: --optimizer prodigy with the config's 1e-3 trained at a thousandth of its step without a word."""
+    from dit_lora.registry import get_spec
+    from dit_lora.training import run as run_module
+
+    lines: list[str] = []
+    run_module._log_start_notes(_cfg("out", optimizer="prodigy", learning_rate=1e-3), get_spec("sana"), lines.append)
+    assert any(line.startswith("warning: --optimizer prodigy with --learning_rate 0.001") for line in lines)
+    lines.clear()
+    run_module._log_start_notes(_cfg("out", optimizer="prodigy", learning_rate=1.0), get_spec("sana"), lines.append)
+    assert not any("learning_rate" in line for line in lines)
