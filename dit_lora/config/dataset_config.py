@@ -123,8 +123,13 @@ def source_by_level(file_values: dict[str, Any], flags: set[str], path: str | Pa
     """The --config file's values without the data source a command-line flag (``flags``: :func:`source_flags`)
     takes the place of, and the notes saying so, as every flag overrides its key: --dataset_config on the command
     line replaces the file's ``train_data_dir``/``dataset_name``, and --train_data_dir/--dataset_name the file's
-    ``datasets:`` list or ``dataset_config``. Two at one level stay, for :func:`refuse_two_sources`."""
+    ``datasets:`` list or ``dataset_config``; --instance_data_dir (diffusers' name for --train_data_dir) replaces the
+    file's ``train_data_dir`` as --train_data_dir replaces its ``instance_data_dir``. Two at one level stay, for
+    :func:`refuse_two_sources`."""
     values, notes = dict(file_values), []
+    folder_flags = {"train_data_dir", "instance_data_dir"} & flags
+    if len(folder_flags) == 1:  # diffusers' --instance_data_dir is --train_data_dir: either flag overrides either key
+        values.pop(({"train_data_dir", "instance_data_dir"} - folder_flags).pop(), None)
     if "dataset_config" in flags:
         for key in SOURCE_KEYS:
             if values.get(key) and key not in flags:

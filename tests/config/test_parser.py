@@ -334,3 +334,17 @@ def test_output_name_is_a_plain_file_name_of_the_users_own(name, problem):
     for good in ("my-style", "Style v2.1", "char_lora+ema"):
         check_output_name(good)
     check_output_name(None)
+
+
+@pytest.mark.parametrize("in_file, flag", [("train_data_dir", "instance_data_dir"),
+                                           ("instance_data_dir", "train_data_dir"),
+                                           ("train_data_dir", "train_data_dir")])
+def test_either_folder_flag_overrides_either_key_of_the_config_as_the_flag_does(tmp_path, in_file, flag):
+    """Issue 76: --instance_data_dir over a config's train_data_dir was refused as "both were given", while
+    --train_data_dir overrode it: the alias behaves as the flag it stands for. Both at one level stay refused."""
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"family": "sana", "pretrained_model_name_or_path": "m", in_file: "old"}))
+    cfg = parse_config(["--config", str(config), f"--{flag}", "new"])
+    assert cfg.data.train_data_dir == "new" and cfg.data.instance_data_dir is None
+    with pytest.raises(UserError, match="--instance_data_dir is diffusers' name for --train_data_dir"):
+        parse_config(["--config", str(config), "--train_data_dir", "a", "--instance_data_dir", "b"])
