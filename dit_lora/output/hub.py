@@ -26,6 +26,7 @@ from dit_lora.output.names import (
     ADAPTER_FILES,
     ADAPTER_INDEX_FILE,
     BACKBONE_FILE,
+    CARD_INPUT_FILE,
     CLASSES_FILE,
     LOSS_CURVE_FILE,
     MODEL_CARD_FILE,
@@ -43,6 +44,7 @@ TOP_LEVEL_FILES = (
     MODEL_CARD_FILE,
     SUMMARY_FILE,
     LOSS_CURVE_FILE,
+    CARD_INPUT_FILE,
 )
 
 SAMPLES_DIR = "samples"

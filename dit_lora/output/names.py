@@ -13,6 +13,10 @@ BACKBONE_FILE = "dit_lora_backbone.safetensors"
 # `pipe.load_lora_weights` that load it where it belongs (e.g. load_into_transformer_2).
 ADAPTER_INDEX_FILE = "dit_lora_adapter_files.json"
 SUMMARY_FILE = "train_summary.json"
+# The image a card's snippet conditions on (an edit's image to edit, an image-to-video run's first frame): the one the
+# run validated with (--validation_image, else its first sample's), written beside the adapter and pushed with it, so
+# the card runs as printed from any folder, and from the Hub repo.
+CARD_INPUT_FILE = "card_input.png"
 LOSS_CURVE_FILE = "loss_curve.png"
 MODEL_CARD_FILE = "README.md"
 NONFINITE_REPORT_FILE = "nonfinite_report.json"

@@ -19,7 +19,7 @@ from dit_lora.core.fileio import atomic_write, write_text_atomic
 from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.modelfiles.single_file import transformer_file_record
 from dit_lora.modeling import quantize
-from dit_lora.output.names import ADAPTER_FILE, MODEL_CARD_FILE
+from dit_lora.output.names import ADAPTER_FILE, CARD_INPUT_FILE, MODEL_CARD_FILE
 from dit_lora.output.type_card import SCALED_FACTOR, type_note, type_row, type_snippet
 
 if TYPE_CHECKING:
@@ -289,10 +289,25 @@ def _snippet(card: CardComponent, spec: FamilySpec, cfg: TrainConfig, repo_or_di
     # written from the run's own configs, loading the base where the card says it is (every family's snippet names
     # the base as a JSON string)
     snippet = snippet.replace(json.dumps(str(cfg.model.pretrained_model_name_or_path)), json.dumps(base))
+    snippet = _card_input_where(snippet, repo_or_dir)
     if is_local(repo_or_dir):
         return snippet
     weight = json.dumps(spec.info.adapter_weight_name)
     return _BARE_LOAD.sub(lambda m: f"pipe.load_lora_weights({m['where']}, weight_name={weight})", snippet)
+
+
+def _card_input_where(snippet: str, repo_or_dir: str) -> str:
+    """The snippet's image to condition on (:data:`CARD_INPUT_FILE`, written beside the adapter by the run) loaded
+    where the adapter is: its path in the output folder, or the file of the Hub repo (``hf_hub_download``)."""
+    name = json.dumps(CARD_INPUT_FILE)
+    if f"load_image({name})" not in snippet:
+        return snippet
+    if is_local(repo_or_dir):
+        return snippet.replace(
+            f"load_image({name})", f"load_image({json.dumps(str(Path(repo_or_dir) / CARD_INPUT_FILE))})"
+        )
+    snippet = snippet.replace(f"load_image({name})", f"load_image(hf_hub_download({json.dumps(repo_or_dir)}, {name}))")
+    return snippet.replace("import torch\n", "import torch\nfrom huggingface_hub import hf_hub_download\n", 1)
 
 
 def card_base(cfg: TrainConfig, summary: dict) -> tuple[str, str | None, str]:
@@ -304,8 +319,11 @@ def card_base(cfg: TrainConfig, summary: dict) -> tuple[str, str | None, str]:
     without one, the card says the base was a local folder and the snippet names it by its folder name alone.
     """
     base = str(cfg.model.pretrained_model_name_or_path)
-    if not is_local(base) or not cfg.hub.hub_model_id:
-        return base, base, ""  # a Hub id; or the card of this machine, whose snippet runs here
+    if not is_local(base):
+        return base, base, ""  # a Hub id
+    if not cfg.hub.hub_model_id:  # the card of this machine: its snippet runs here, from any folder
+        where = str(Path(base).resolve())
+        return where, where, ""
     name = Path(base).name
     defaults = (summary or {}).get("defaults") or {}
     entry = defaults.get("catalogue_entry")

@@ -236,3 +236,45 @@ def test_card_puts_each_validation_prompt_before_its_samples(tmp_path):
     one = TrainConfig.for_family("sana", pretrained_model_name_or_path="me/model", validation_prompt="a red circle")
     single = write_model_card(get_family("sana"), one, tmp_path, {"steps": 2}, files[1:2]).read_text()
     assert "> a red circle" not in single and "![final_p0_0](samples/final_p0_0.png)" in single
+
+
+def test_a_local_card_names_a_relative_base_by_its_absolute_path_and_runs_from_any_folder(tmp_path, monkeypatch):
+    """Issue 76: the demo card's base was `.dit_lora_demo/tiny-sana`, relative to where training ran, beside an
+    absolute adapter path: run from the output folder it failed (HFValidationError)."""
+    from dit_lora.config import TrainConfig
+    from dit_lora.output.report import card_base
+
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path="models/tiny")
+    base, metadata, note = card_base(cfg, {})
+    assert base == metadata == str(tmp_path / "models" / "tiny") and note == ""
+    from dit_lora.output.report import write_model_card
+    from dit_lora.registry import get_family
+
+    card = write_model_card(get_family("sana"), cfg, tmp_path, {"steps": 2}, []).read_text()
+    assert f'base = "{tmp_path / "models" / "tiny"}"' in card and '"models/tiny"' not in card
+    pushed = TrainConfig.for_family("sana", pretrained_model_name_or_path="models/tiny", hub_model_id="me/lora")
+    assert card_base(pushed, {})[0] == "tiny"  # a Hub card names no path of this machine
+
+
+@pytest.mark.parametrize("family_name", ["flux_kontext", "qwenimage_edit_plus", "wan_i2v"])
+def test_an_edit_or_image_to_video_card_loads_the_input_the_run_wrote_beside_its_adapter(family_name, tmp_path):
+    """Issue 76: the Kontext and Qwen-Image-Edit demo cards loaded a `before.png` that does not exist. The local card
+    loads `card_input.png` from the output folder, the Hub card from the repo; the push takes the file along."""
+    from dit_lora.config import TrainConfig
+    from dit_lora.output.hub import select_files
+    from dit_lora.output.names import CARD_INPUT_FILE
+    from dit_lora.output.report import write_model_card
+    from dit_lora.registry import get_family
+
+    cfg = TrainConfig.for_family(family_name, pretrained_model_name_or_path="org/model")
+    card = write_model_card(get_family(family_name), cfg, tmp_path, {"steps": 2}, []).read_text()
+    assert f'load_image("{tmp_path.resolve() / CARD_INPUT_FILE}")' in card
+    assert "before.png" not in card and "first_frame.png" not in card
+    hub = TrainConfig.for_family(family_name, pretrained_model_name_or_path="org/model", hub_model_id="me/lora")
+    card = write_model_card(get_family(family_name), hub, tmp_path, {"steps": 2}, []).read_text()
+    assert f'load_image(hf_hub_download("me/lora", "{CARD_INPUT_FILE}"))' in card
+    assert "from huggingface_hub import hf_hub_download" in card
+    (tmp_path / CARD_INPUT_FILE).write_bytes(b"png")
+    assert CARD_INPUT_FILE in select_files(tmp_path)

@@ -33,6 +33,7 @@ from dit_lora.catalogue import license_of
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import describe_buckets
+from dit_lora.families.diffusion.conditioning import card_input_source
 from dit_lora.families.diffusion.loader import folder_pipeline
 from dit_lora.output.adapter import adapter_folder, attach_adapter, save_peft_adapter
 from dit_lora.output.names import PEFT_ADAPTER_FILE
@@ -244,10 +245,9 @@ def image_lines(extra_import: str, image_arg: str) -> tuple[list[str], list[str]
 
 
 def first_frame_line(cfg: TrainConfig) -> str:
-    """The snippet line an image-to-video card loads its first frame with: ``--validation_image``, else a placeholder
-    file name (the reader puts theirs there)."""
-    source = getattr(cfg.family_options, "validation_image", None) or "first_frame.png"
-    return f"image = load_image({json.dumps(source)})  # the first frame to animate\n"
+    """The snippet line an image-to-video card loads its first frame with: the run's own (``--validation_image``, else
+    its first clip's first frame), written beside the adapter (:func:`~.conditioning.card_input_source`)."""
+    return f"image = load_image({card_input_source()})  # the first frame to animate\n"
 
 
 def first_frame_image(cfg: TrainConfig) -> tuple[str, str, str]:

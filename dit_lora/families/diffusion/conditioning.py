@@ -1,16 +1,22 @@
 """The conditioning image of image-to-video validation (Wan, CogVideoX and SANA-Video image-to-video) and of an
-edit model's validation (Qwen-Image Edit): the ``--validation_image`` check, the image loaded or kept."""
+edit model's validation (Qwen-Image Edit): the ``--validation_image`` check, the image loaded or kept, and the copy
+the model card's snippet loads (:func:`keep_card_input`, :func:`card_input_source`)."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 from PIL import Image, ImageOps
 
 from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import write_bytes_atomic
 from dit_lora.data.video import VideoDecodeError, decode_clip
+from dit_lora.output.names import CARD_INPUT_FILE
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -61,6 +67,29 @@ def load_conditioning_image(source: str | None, samples: list | None, height: in
     return Image.fromarray(array)
 
 
+def keep_card_input(cfg: TrainConfig, image: Image.Image | str) -> None:
+    """Write the run's conditioning input (a PIL image, or an image file's path) beside the adapter as
+    :data:`~dit_lora.output.names.CARD_INPUT_FILE`, a PNG, by the main process: the card's snippet loads it there (or
+    from the Hub repo it is pushed to), so it runs as printed wherever it is run."""
+    from accelerate import PartialState
+
+    out = Path(cfg.training.output_dir)
+    if not out.is_dir() or not PartialState().is_main_process:  # a run made its folder before the data stage
+        return
+    if isinstance(image, str):
+        with Image.open(image) as opened:
+            image = ImageOps.exif_transpose(opened).convert("RGB")
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    write_bytes_atomic(out / CARD_INPUT_FILE, buffer.getvalue())
+
+
+def card_input_source() -> str:
+    """The snippet's name of the image it conditions on (:func:`keep_card_input`), quoted; the card writer puts it
+    where the card loads the adapter from (``output.report``)."""
+    return json.dumps(CARD_INPUT_FILE)
+
+
 def inspect_clips(task, cfg: TrainConfig, state, samples: list, text_to_video: str) -> None:
     """A video family's ``inspect_samples``: image-to-video (``task.task == "i2v"``) refuses images
     (:func:`refuse_stills`, naming ``text_to_video``, the family that trains them) and keeps the first clip's first
@@ -82,6 +111,8 @@ def kept_conditioning_image(video_frames, cfg: TrainConfig, state, samples: list
         image = load_conditioning_image(cfg.family_options.validation_image, samples, height, width)
         if state is not None:
             state.validation_image = image
+        if samples is not None:  # the data stage of a run: the card's first frame too
+            keep_card_input(cfg, image)
     return image
 
 

@@ -37,6 +37,7 @@ from dit_lora.data.prepare import ImageMedia
 from dit_lora.data.samples import name_some
 from dit_lora.data.sources import METADATA_FILENAMES, json_lines
 from dit_lora.data.transforms import crop_seed, preprocess_image
+from dit_lora.families.diffusion.conditioning import keep_card_input
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 
 if TYPE_CHECKING:
@@ -213,9 +214,13 @@ class ControlSetup(TextSettingsSetup, ABC):
         self.run_state(comps).crop = target_crop(cfg)
 
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
-        """With validation prompts: :meth:`keep_validation_controls` of the validation control images."""
+        """With validation prompts: :meth:`keep_validation_controls` of the validation control images; the first one
+        is the model card's image to edit (:func:`~.conditioning.keep_card_input`)."""
+        paths = validation_control_paths(cfg, samples)
         if cfg.validation.validation_prompt:
-            self.keep_validation_controls(comps, cfg, validation_control_paths(cfg, samples))
+            self.keep_validation_controls(comps, cfg, paths)
+        if paths and unreadable(paths[0]) is None:  # an unreadable one without validation: the card keeps its name
+            keep_card_input(cfg, paths[0])
 
     @abstractmethod
     def keep_validation_controls(self, comps: Components, cfg: TrainConfig, paths: list[str]) -> None:

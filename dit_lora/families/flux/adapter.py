@@ -8,10 +8,10 @@ a FLUX.1 model under ``transformer.`` through ``comfy.utils.flux_to_diffusers``,
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.families.diffusion.adapter import KitCard
+from dit_lora.families.diffusion.conditioning import card_input_source
 from dit_lora.families.flux.encoders import max_sequence_length
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class FluxCard(KitCard):
         """Kontext's image to edit, loaded and fitted to the trained size before the call."""
         if not self.edits():
             return {}
-        source = json.dumps(getattr(cfg.family_options, "validation_image", None) or "before.png")
+        source = card_input_source()  # the run's image to edit, beside the adapter
         size = cfg.data.resolution
         return {
             "imports": ["from diffusers.utils import load_image\n", "from PIL import ImageOps\n"],

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet
+from dit_lora.families.diffusion.conditioning import card_input_source
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, max_sequence_length
 from dit_lora.families.qwenimage.processor import load_processor
 
@@ -43,7 +44,7 @@ class QwenImageCard(KitCard):
         of the image to edit, their processor built without torchvision, which transformers' would need)."""
         cls = self.info.pipeline_class_name
         edit = cls != T2I_PIPELINE
-        source = json.dumps(getattr(cfg.family_options, "validation_image", None) or "before.png")
+        source = card_input_source()  # the run's image to edit, beside the adapter
         image_arg = "[image]" if cls == "QwenImageEditPlusPipeline" else "image"
         return Snippet(
             pipeline=cls,

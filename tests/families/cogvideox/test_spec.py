@@ -415,7 +415,7 @@ def test_snippet_card_license_and_identity(models, tmp_path):
         assert "load_lora_weights(\"me/my-lora\")" in code and "enable_tiling()" in code
         assert "export_to_video(" not in code and "av.open(\"sample.mp4\", \"w\")" in code and "torch.bfloat16" in code
     i2v_code = i2v.card.usage_snippet(i2v_cfg, "x")
-    assert f"load_image({json.dumps(str(tmp_path / 'frame.png'))})" in i2v_code and "rate=16" in i2v_code
+    assert 'load_image("card_input.png")' in i2v_code and "rate=16" in i2v_code  # the run's frame (output.report)
     assert "image=image," in i2v_code and "prompt=" in i2v_code  # the I2V pipeline's first argument is the image
     assert "enable_tiling" not in t2v.card.usage_snippet(_cfg(models[("t2v", "1.0-5b")]), "x")  # as trained (tiny VAE)
     settings = t2v.card.card_settings(cfg)

@@ -29,8 +29,8 @@ def test_load_conditioning_image_fits_a_file_or_takes_the_first_frame(tmp_path):
 
 
 def test_kept_conditioning_image_lives_in_the_run_state(tmp_path):
-    """The typed-state path: taken once, kept in ``state.validation_image``, returned afterwards; without a state
-    (a card written without a run) it is loaded and nothing is kept."""
+    """The typed-state path: taken once, kept in ``state.validation_image`` and written beside the adapter for the
+    model card, returned afterwards; without a state (a card written without a run) it is loaded and nothing is kept."""
     from types import SimpleNamespace
 
     from PIL import Image
@@ -39,10 +39,14 @@ def test_kept_conditioning_image_lives_in_the_run_state(tmp_path):
 
     Image.new("RGB", (40, 40), (0, 0, 200)).save(tmp_path / "blue.png")
     frames = SimpleNamespace(video_buckets=lambda cfg: [(5, 32, 48)])
-    cfg = SimpleNamespace(family_options=SimpleNamespace(validation_image=str(tmp_path / "blue.png")))
+    cfg = SimpleNamespace(family_options=SimpleNamespace(validation_image=str(tmp_path / "blue.png")),
+                          training=SimpleNamespace(output_dir=str(tmp_path / "out")))
+    (tmp_path / "out").mkdir()
     state = SimpleNamespace(validation_image=None)
     first = kept_conditioning_image(frames, cfg, state, samples=[])
     assert state.validation_image is first and first.size == (48, 32)
+    with Image.open(tmp_path / "out" / "card_input.png") as written:  # the card's first frame, as validation's
+        assert written.size == (48, 32) and written.getpixel((0, 0)) == (0, 0, 200)
     assert kept_conditioning_image(frames, cfg, None).size == (48, 32)
     (tmp_path / "blue.png").unlink()  # a reload would now fail: the kept image is returned
     assert kept_conditioning_image(frames, cfg, state) is first

@@ -29,6 +29,6 @@ def test_the_image_to_video_snippet_animates_the_conditioning_image():
 
     cfg = ltx2_cfg("Lightricks/LTX-2", family="ltx2_i2v", validation_image="frame.png")
     text = LTX2Card(TASKS["ltx2_i2v"]).snippet(cfg, "me/my-lora").text()
-    assert "LTX2ImageToVideoPipeline.from_pretrained" in text and 'image = load_image("frame.png")' in text
+    assert "LTX2ImageToVideoPipeline.from_pretrained" in text and 'image = load_image("card_input.png")' in text
     assert "    image=image,\n" in text
     compile(text, "snippet", "exec")

@@ -27,7 +27,7 @@ def test_snippets_per_task(folder):
     cfg = sanavideo_cfg("sanavideo_i2v", pretrained_model_name_or_path=str(folder), validation_image="f.png",
                         complex_human_instruction=False)
     i2v = SanaVideoCard(TASKS["sanavideo_i2v"]).usage_snippet(cfg, "me/lora")
-    assert "SanaImageToVideoPipeline" in i2v and 'load_image("f.png")' in i2v and "image=image," in i2v
+    assert "SanaImageToVideoPipeline" in i2v and 'load_image("card_input.png")' in i2v and "image=image," in i2v
     assert "complex_human_instruction=None" in i2v
     compile(t2v, "t2v", "exec"), compile(i2v, "i2v", "exec")
 
