@@ -27,8 +27,42 @@ def _model_path(model: ModelOptions) -> str:
     return cast(str, model.pretrained_model_name_or_path)
 
 
-#: set once a Hub request found no connection: later small-file reads of this process use the local cache only
+#: set once the Hub was found unreachable (offline, or no connection): later small-file reads of this process use
+#: the local cache only
 _HUB_UNREACHABLE = False
+#: whether the Hub was probed yet in this process (:func:`_probe_hub`)
+_HUB_PROBED = False
+#: seconds the probe waits for the Hub's answer: huggingface_hub's own requests retry five times with backoff (about
+#: 30 s) before they give up on a connection that cannot be made
+HUB_PROBE_SECONDS = 3.0
+
+
+def _probe_hub() -> None:
+    """Once per process, before the first small-file read from the Hub: a single request without retries (through
+    huggingface_hub's own session: its endpoint and proxies). Unreachable or ``HF_HUB_OFFLINE``: reads use the cache,
+    and what needs the Hub falls back (the catalogue's configs) in seconds, said once."""
+    global _HUB_PROBED, _HUB_UNREACHABLE
+    if _HUB_PROBED:
+        return
+    _HUB_PROBED = True
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        _HUB_UNREACHABLE = True
+        return
+    try:
+        from huggingface_hub.utils import get_session
+
+        get_session().head(constants.ENDPOINT, timeout=HUB_PROBE_SECONDS)
+    except Exception as err:  # any transport error (DNS, refused, timeout, proxy): no answer
+        _HUB_UNREACHABLE = True
+        from dit_lora.core.progress import say
+
+        reason = " ".join(str(err).split())[:120] or type(err).__name__
+        say(
+            f"note: the Hub ({constants.ENDPOINT}) cannot be reached ({reason}): model configs are read from the "
+            "Hub cache, else from dit-lora's catalogue (set HF_HUB_OFFLINE=1 to skip this check)"
+        )
 
 
 def read_component_config(model: ModelOptions, subfolder: str, filename: str = "config.json") -> dict | None:
@@ -40,6 +74,7 @@ def read_component_config(model: ModelOptions, subfolder: str, filename: str = "
         return _parsed(file, where=str(file)) if file.is_file() else None
     global _HUB_UNREACHABLE
     name = "/".join(p for p in (subfolder, filename) if p)
+    _probe_hub()
     try:
         from huggingface_hub import hf_hub_download
         from huggingface_hub.errors import LocalEntryNotFoundError

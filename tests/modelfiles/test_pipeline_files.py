@@ -147,6 +147,7 @@ def test_an_unreachable_hub_is_asked_once_then_only_the_cache(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
     monkeypatch.setattr(pipeline_files, "_HUB_UNREACHABLE", False)
+    monkeypatch.setattr(pipeline_files, "_HUB_PROBED", True)  # the probe answered; the download then failed
     cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path="Wan-AI/Wan2.1-T2V-14B-Diffusers",
                                  train_data_dir="x")
     assert pipeline_files.read_component_config(cfg.model, "transformer") is None
@@ -171,5 +172,64 @@ def test_a_damaged_config_is_one_paragraph_naming_it_never_a_traceback_or_missin
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo, name, **kw: str(file))
     monkeypatch.setattr(pipeline_files, "_HUB_UNREACHABLE", False)
+    monkeypatch.setattr(pipeline_files, "_HUB_PROBED", True)
     with pytest.raises(UserError, match=r"scheduler/scheduler_config\.json of org/model in the Hub cache .*delete"):
         read_component_config(model("org/model"), "scheduler", "scheduler_config.json")
+
+
+@pytest.mark.parametrize("offline", [False, True])
+def test_an_unreachable_hub_is_found_by_one_request_without_retries(monkeypatch, capsys, offline):
+    """Issue 76: an offline `dit-lora plan HUB_ID` spent about 23 s in huggingface_hub's five retries before the
+    catalogue. One request without retries (none at all under HF_HUB_OFFLINE) decides, and every read then takes the
+    cache, said once."""
+    import huggingface_hub
+    import huggingface_hub.utils
+    from huggingface_hub import constants
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from dit_lora.modelfiles import pipeline_files
+
+    probes, reads = [], []
+
+    class Unreachable:
+        def head(self, url, timeout):
+            probes.append((url, timeout))
+            raise OSError("[Errno -2] Name or service not known")
+
+    def download(repo, filename, revision=None, local_files_only=False):
+        reads.append(local_files_only)
+        raise LocalEntryNotFoundError("not in the cache")
+
+    monkeypatch.setattr(huggingface_hub.utils, "get_session", lambda: Unreachable())
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+    monkeypatch.setattr(pipeline_files, "_HUB_UNREACHABLE", False)
+    monkeypatch.setattr(pipeline_files, "_HUB_PROBED", False)
+    for sub in ("transformer", "vae", "scheduler"):
+        assert read_component_config(model("org/model"), sub) is None
+    assert reads == [True, True, True]  # the cache only, from the first read on
+    assert probes == ([] if offline else [(constants.ENDPOINT, pipeline_files.HUB_PROBE_SECONDS)])
+    said = capsys.readouterr().out + capsys.readouterr().err
+    assert said.count("cannot be reached") == (0 if offline else 1)
+
+
+def test_a_reachable_hub_is_asked_as_before(monkeypatch, tmp_path):
+    import huggingface_hub
+    import huggingface_hub.utils
+
+    from dit_lora.modelfiles import pipeline_files
+
+    (tmp_path / "config.json").write_text('{"num_layers": 2}')
+    reads = []
+
+    def download(repo, name, revision=None, local_files_only=False):
+        reads.append(local_files_only)
+        return str(tmp_path / "config.json")
+
+    monkeypatch.setattr(huggingface_hub.utils, "get_session", lambda: type("S", (), {"head": lambda s, u, timeout: 200})())
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(pipeline_files, "_HUB_UNREACHABLE", False)
+    monkeypatch.setattr(pipeline_files, "_HUB_PROBED", False)
+    assert read_component_config(model("org/model"), "transformer") == {"num_layers": 2}
+    assert reads == [False]  # asked online
