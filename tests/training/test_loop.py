@@ -144,6 +144,19 @@ def test_log_window_records_loss_and_skips(tmp_path):
     assert run.state.loss_history == [[8, 0.25]]
 
 
+def test_a_plain_line_between_checks_says_which_step_its_loss_was_read_at(tmp_path):
+    """Issue 76: a plain line every sixth step showed step 24's loss and grad norm again at step 30, as step 30's."""
+    run, _ = _run(tmp_path)
+    run.state.global_step = 24
+    from dit_lora.core.progress import Progress as Lines
+
+    progress = Lines(60, desc="step", unit="step", bar=False)
+    loop._log_window(run, progress, _reading(loss=0.25), step_time=0.5)
+    progress.n = 30  # six steps on, before the next check
+    line = progress.line()
+    assert line.startswith("step 30/60") and ", loss 0.2500, lr " in line and ", grad_norm 1.250, read at step 24, " in line
+
+
 def test_stop_on_signal_saves_unless_just_saved_and_says_how_to_resume(tmp_path, monkeypatch):
     run, events = _run(tmp_path, checkpointing_steps=3)
     monkeypatch.setattr(loop, "save_run_checkpoint", lambda r: events.append(("checkpoint",)) or tmp_path / "ck-4")
