@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 _SET_COPY = 10_000
 
 
+#: the set options of --with_prior_preservation's class set -> the flags that give them (run_sets)
+CLASS_FLAGS = {"instance_prompt": "--class_prompt", "train_data_dir": "--class_data_dir"}
+
+
 def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
     """The run's config reading ``data_set``: its options over the run's (its own ``frame_buckets`` over the run's
     --max_num_frames/--height/--width too), its own data source alone; class images
@@ -377,10 +381,16 @@ class SetsMedia:
     def _in_set_terms(self, k: int, text: str) -> str:
         """``text`` (the family handler's paragraph or log line about set ``k``) with the set's options named as its
         file writes them, not as flags (:func:`~dit_lora.config.set_keys.in_set_terms`): a flag would not reach the
-        set, whose own key wins. Unchanged for the run's own data and --with_prior_preservation's class images."""
+        set, whose own key wins. Unchanged for the run's own data; --with_prior_preservation's class images are named
+        by the flags that give them (:data:`CLASS_FLAGS`: their captions are --class_prompt's, not the instance
+        prompt's)."""
         path = self.cfg.data.dataset_config
         data_set = self.sets[k]
-        if not path or (data_set.is_reg and self.cfg.data.with_prior_preservation):
+        if data_set.is_reg and self.cfg.data.with_prior_preservation:
+            for option, flag in CLASS_FLAGS.items():
+                text = re.sub(rf"--{option}\b", flag, text)
+            return text
+        if not path:
             return text
         toml = str(path).lower().endswith(".toml")
         return in_set_terms(text, SET_OPTIONS, data_set.keys, toml=toml, choices=_SET_CHOICES)

@@ -182,7 +182,7 @@ def test_a_set_whose_handler_keeps_nothing_is_refused(tmp_path, two_folders):
 
 
 def test_the_class_images_are_captioned_by_the_class_prompt_or_their_own_never_the_instance_prompt(tmp_path,
-                                                                                                 two_folders):
+                                                                                                 two_folders, capsys):
     """--with_prior_preservation without --class_prompt: the class images keep their own captions (the run's
     --instance_prompt would teach the identifier to the class); with it, every one is the class prompt; the first
     --num_class_images are taken, the user's own first."""
@@ -198,7 +198,11 @@ def test_the_class_images_are_captioned_by_the_class_prompt_or_their_own_never_t
     media.screen(samples, log=lines.append, quarantine=[])
     assert "the first 2 of its 3, your own first (--num_class_images)" in "\n".join(lines)
     media = SetsMedia(parse_config(base + ["--class_prompt", "a photo of dog"]), get_spec("sana"))
+    capsys.readouterr()
     assert {s.caption for s in media.list_samples()[4:]} == {"a photo of dog"}
+    said = capsys.readouterr().out  # issue 76: the class images were said "captioned" by --instance_prompt
+    assert "--class_prompt: all 3 image(s) of --class_data_dir are captioned 'a photo of dog'" in said
+    assert said.count("--instance_prompt:") == 1 and "of --train_data_dir are captioned 'a photo of sks dog'" in said
     with pytest.raises(UserError) as err:
         SetsMedia(parse_config(base[:-1] + [str(tmp_path / "no-such")]), get_spec("sana")).list_samples()
     assert str(err.value).startswith("The class images of --with_prior_preservation (--class_data_dir")
