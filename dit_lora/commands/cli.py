@@ -484,7 +484,10 @@ def _models(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``dit-lora`` console script (exits with the command's status)."""
-    run_cli(lambda: _main(argv))
+    try:
+        run_cli(lambda: _main(argv))
+    finally:
+        signals.exiting()  # `train`'s handlers: its exit code is decided, teardown keeps it (training.signals)
 
 
 if __name__ == "__main__":

@@ -247,6 +247,17 @@ def release() -> None:
         _current = None
 
 
+def exiting() -> None:
+    """The process is about to exit with the code its run decided: the stop signals this module handles are ignored
+    from here on. Python's finalization resets a handler it installed to the default (``_PySignal_Fini``; an ignored
+    signal stays ignored), so a Ctrl-C during the seconds of teardown after a completed run killed the process by
+    SIGINT, and the launcher said "killed by SIGINT (exit 130)" of a run whose summary said completed."""
+    if _current is None or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in _current._previous:
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def rerun_command() -> str:
     """This run's command line with ``--resume_from_checkpoint latest`` in place of any resume flag, started the way
     this run was (``dit-lora launch`` with its options, ``accelerate launch``, ``python``, or ``dit-lora train``;
@@ -337,6 +348,7 @@ __all__ = [
     "LAUNCHED_VAR",
     "REPEAT_WINDOW_S",
     "StopSignals",
+    "exiting",
     "current",
     "installed",
     "release",

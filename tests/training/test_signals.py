@@ -326,3 +326,30 @@ def test_a_launched_process_gets_sigterm_when_its_launcher_dies(tmp_path, launch
     while not (result.exists() and result.read_text()) and time.time() < deadline:  # created, then written
         time.sleep(0.1)
     assert result.read_text() == ("TERM" if launched else "survived")
+
+
+@pytest.mark.parametrize("exiting", [True, False])
+def test_a_stop_signal_during_teardown_after_a_finished_run_keeps_its_exit_code(exiting):
+    """Issue 76: a Ctrl-C after a completed run (its summary written) reached the process in Python's finalization,
+    which resets the handlers it installed to the default: the process died by SIGINT and `dit-lora launch` said
+    "killed by SIGINT (exit 130)". After signals.exiting() (what the entry points call last) it exits as decided.
+    The signal comes from an object collected with the main module, after the handlers were reset."""
+    code = textwrap.dedent(f"""
+        import os, signal, sys, time
+        from dit_lora.training import signals
+        stop = signals.current(); stop.end()  # a recipe's handlers, train() returned
+
+        class Late:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.3)
+
+        late = Late()
+        try:
+            sys.exit(0)
+        finally:
+            if {exiting}:
+                signals.exiting()
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == (0 if exiting else -signal.SIGINT), proc.stderr
