@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles import tokenizer_files as tf
@@ -637,15 +637,26 @@ def format_table(checks: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def ensure_environment(log: Callable[[str], object] = print) -> list[Check]:
+#: checks whose warning concerns only a run that uses what they check: the check's name -> that use, said in the
+#: run's own options (a run that never quantizes to 4 bits is not warned that bitsandbytes rounds them wrongly)
+RUN_CONCERNS: dict[str, Callable[[Any], bool]] = {
+    "quantized base": lambda cfg: cfg.model.quantize_base == "nf4" or bool(cfg.model.quantize_text_encoder),
+}
+
+
+def ensure_environment(log: Callable[[str], object] = print, cfg: Any = None) -> list[Check]:
     """Check the environment at the start of a recipe.
 
-    Logs only the problems (warn/block). Raises :class:`UserError` with all blocking problems
-    in one paragraph. Setting ``DIT_LORA_SKIP_ENV_CHECK=1`` downgrades blocks to warnings
-    (for environments the doctor misjudges; unsupported).
+    Logs only the problems (warn/block): with the run's ``cfg``, a warning of :data:`RUN_CONCERNS` only when the run
+    uses what it checks. Raises :class:`UserError` with all blocking problems in one paragraph. Setting
+    ``DIT_LORA_SKIP_ENV_CHECK=1`` downgrades blocks to warnings (for environments the doctor misjudges; unsupported).
     """
     checks = run_checks()
-    found = problems(checks)
+    found = [
+        c
+        for c in problems(checks)
+        if c.status == BLOCK or cfg is None or c.name not in RUN_CONCERNS or RUN_CONCERNS[c.name](cfg)
+    ]
     for c in found:
         log(f"[doctor] {c.status.upper()} {c.name} ({c.value}): {c.message}")
     blocks = [c for c in found if c.status == BLOCK]

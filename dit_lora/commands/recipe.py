@@ -95,7 +95,7 @@ def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
     quiet.install()  # before the doctor or the run imports PEFT (and with it bitsandbytes)
     cfg = parse_run(sys.argv[1:] if argv is None else argv, family)
     if not cfg.misc.skip_doctor:
-        ensure_environment()
+        ensure_environment(cfg=cfg)  # the warnings that concern this run
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # here, not at the top: a recipe's --help and the doctor run before torch, quiet.install() before PEFT loads
     from dit_lora.output.adapter import NonFiniteWeightsError

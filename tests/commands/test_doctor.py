@@ -283,3 +283,23 @@ def test_a_cpu_that_rounds_nf4_wrongly_is_a_warning(monkeypatch):
     assert check.status == doctor.WARN and "--quantize_base nf4: bitsandbytes X rounds" in check.message
     monkeypatch.setattr(quantize, "cpu_nf4_problem", lambda: None)
     assert doctor._quantize_check().status == doctor.OK
+
+
+def test_a_runs_start_warns_of_nf4_rounding_only_when_the_run_quantizes_to_4_bits(monkeypatch):
+    """Issue 76: the doctor's nf4 warning (bitsandbytes rounds 4-bit weights wrongly on this CPU) was printed at the
+    start of runs that never quantize. `dit-lora doctor` itself still shows it."""
+    from dit_lora.config import TrainConfig
+    from dit_lora.modeling import quantize
+
+    monkeypatch.setattr(quantize, "cpu_nf4_problem", lambda: "bitsandbytes rounds 4-bit weights wrongly here")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    said = {}
+    for name, values in {"plain": {}, "fp8": {"quantize_base": "fp8_scaled"}, "nf4": {"quantize_base": "nf4"},
+                         "text encoder": {"quantize_text_encoder": True}}.items():
+        logged: list[str] = []
+        doctor.ensure_environment(log=logged.append, cfg=TrainConfig(**values))
+        said[name] = any("rounds 4-bit weights wrongly" in line for line in logged)
+    assert said == {"plain": False, "fp8": False, "nf4": True, "text encoder": True}
+    everything: list[str] = []
+    doctor.ensure_environment(log=everything.append)  # no run: every warning, as `dit-lora doctor` shows them
+    assert any("rounds 4-bit weights wrongly" in line for line in everything)
