@@ -203,7 +203,10 @@ def read_file(path: str | Path) -> dict[str, Any]:
         data = tomllib.loads(text) if path.suffix.lower() == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
         kind = "TOML" if path.suffix.lower() == ".toml" else "YAML"
-        raise UserError(f"The dataset config `{path}` is not valid {kind} ({err}). Fix the syntax at the place shown.")
+        yaml_named = peer_datasets.yaml_named_toml(path, text, err, "--dataset_config") if kind == "TOML" else None
+        raise UserError(
+            yaml_named or f"The dataset config `{path}` is not valid {kind} ({err}). Fix the syntax at the place shown."
+        )
     if not isinstance(data, dict):
         raise UserError(
             f"The dataset config `{path}` must be a mapping with a `datasets` list, not {type(data).__name__}."

@@ -485,9 +485,12 @@ def toml_config_message(path: Path, text: str, *, suffix_only: bool) -> str | No
         return None
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as err:
         if not named_toml:
             return None
+        yaml_named = yaml_named_toml(path, text, err, "--config")
+        if yaml_named:
+            return yaml_named
         data = {}  # a broken TOML file is still no YAML run config
     if isinstance(data.get("datasets"), list):
         return (
@@ -501,6 +504,25 @@ def toml_config_message(path: Path, text: str, *, suffix_only: bool) -> str | No
         f"The config file `{path}` (from --config) is TOML; --config reads dit-lora's YAML run config, one `option: "
         "value` per line, the same names as its --flags. Rewrite it as YAML; a TOML list of data sets "
         f"(`[[datasets]]`) is read with --dataset_config {path}."
+    )
+
+
+def yaml_named_toml(path: Path, text: str, err: Exception, flag: str) -> str | None:
+    """The paragraph for a file named ``.toml`` that is no TOML (``err``) but a YAML mapping: it was written as YAML
+    and named otherwise (files are read by their suffix), or None when it is no YAML either."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return (
+        f"`{path}` (from {flag}) is named .toml but holds YAML: it is no TOML ({err}), and it reads as a YAML mapping "
+        f"(`{next(iter(data), '')}: ...`). Files are read by their suffix: rename it to `{path.with_suffix('.yaml')}` "
+        f"and pass that to {flag}"
+        + (", or write it in TOML." if flag != "--config" else " (--config reads YAML only).")
     )
 
 

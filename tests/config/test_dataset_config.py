@@ -90,6 +90,22 @@ def test_a_missing_or_broken_file_is_named(tmp_path):
         read_data_sets(tmp_path / "bad.toml")
 
 
+def test_a_yaml_file_named_toml_is_said_to_be_yaml_with_the_rename_that_reads_it(tmp_path):
+    """Issue 76: a YAML dataset config named .toml got only "not valid TOML"; as --config it was said to be TOML."""
+    yaml_text = yaml.safe_dump({"datasets": [{"train_data_dir": "photos", "repeats": 2}]})
+    (tmp_path / "sets.toml").write_text(yaml_text)
+    with pytest.raises(UserError) as err:
+        read_data_sets(tmp_path / "sets.toml")
+    assert "is named .toml but holds YAML" in str(err.value) and f"rename it to `{tmp_path / 'sets.yaml'}`" in str(err.value)
+    (tmp_path / "sets.yaml").write_text(yaml_text)
+    assert [s.repeats for s in read_data_sets(tmp_path / "sets.yaml")] == [2]  # renamed as said, it reads
+    (tmp_path / "run.toml").write_text(yaml.safe_dump({"family": "sana", "resolution": 64}))
+    with pytest.raises(UserError) as err:
+        parse_config(["--config", str(tmp_path / "run.toml")])
+    assert "is named .toml but holds YAML" in str(err.value) and "(--config reads YAML only)" in str(err.value)
+    assert "is TOML;" not in str(err.value)
+
+
 def test_every_set_option_is_a_data_option():
     from dit_lora.config.sections import SECTION_OF
 
