@@ -88,6 +88,9 @@ class FamilyInfo:
     #: ``transformer_blocks[0].norm1.emb`` again after the blocks, for the final layer's modulation: inside block 0's
     #: unit its weights would still be sharded there)
     fsdp_shared_modules: tuple[str, ...] = ()
+    #: ``dit-lora export`` formats whose consumer loads the run's LoRA file as it is, with its own loader (each checked
+    #: with that consumer's code: the ``comfyui`` tests): exporting to one has nothing to write, and the card says so
+    loads_as_is: tuple[str, ...] = ()
 
     @property
     def pipeline_classes(self) -> tuple[str, ...]:

@@ -29,7 +29,13 @@ from dit_lora.config.adapter_types import TYPES, type_of_peft_config
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import check_writable, reporting_disk_full
 from dit_lora.output.ema_layout import EMA_FOLDER, EMA_SUFFIX, ema_name, ema_view, has_ema
-from dit_lora.output.names import ADAPTER_INDEX_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, SUMMARY_FILE
+from dit_lora.output.names import (
+    ADAPTER_INDEX_FILE,
+    CONSUMER_NAMES,
+    PEFT_ADAPTER_FILE,
+    PEFT_CONFIG_FILE,
+    SUMMARY_FILE,
+)
 from dit_lora.registry import get_spec
 
 #: safetensors metadata key every exported file carries: its value is the format (e.g. "comfyui")
@@ -168,7 +174,9 @@ def is_ema_file(path: Path) -> bool:
     return Path(path).parent.name == EMA_FOLDER or Path(path).stem.endswith(EMA_SUFFIX)
 
 
-def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> list[Path]:
+def export_run(
+    output_dir: str | Path, fmt: str, family: str | None = None, log: Callable[[str], object] = print
+) -> list[Path]:
     """Write the run's adapter in ``output_dir`` in the format ``fmt`` beside it, and its EMA adapter's when the run
     wrote one (``--use_ema``: :func:`export_ema`); return the files written.
 
@@ -176,7 +184,8 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
     that is not a finished run (no adapter file), a family without the
     :class:`~dit_lora.contract.capabilities.Exports` capability or without ``fmt`` (naming the valid formats),
     and a writer returning a path outside the folder. The writers themselves refuse to replace a user's file
-    (:func:`export_target`).
+    (:func:`export_target`). A LoRA whose ``fmt`` consumer loads the run's file as it is (``info.loads_as_is``) has
+    nothing to write: ``log`` says so and which file to give it, and no file is returned.
     """
     folder = Path(output_dir)
     if not folder.is_dir():
@@ -195,6 +204,12 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
         )
     exports = spec.exports
     formats = exports.export_formats() if exports is not None else {}
+    if fmt not in formats and fmt in spec.info.loads_as_is and kind == "lora":
+        log(
+            f"nothing to export: {folder / name} loads in {CONSUMER_NAMES.get(fmt, fmt)} as it is (every trained "
+            f"layer at the trained strength, checked with its own LoRA loader): copy that file to its loras folder."
+        )
+        return []
     if exports is not None and fmt in formats:
         check_type_exported(spec.name, exports, fmt, kind)
     if exports is None or fmt not in formats:

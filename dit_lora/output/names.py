@@ -24,3 +24,5 @@ QUARANTINE_FILE = "quarantine.json"
 PRECISION_AUDIT_FILE = "precision_audit.json"
 # The file a checkpoint-<step>/ folder's save writes last: a folder without it is an incomplete (killed) save.
 COMPLETE_MARKER = "dit_lora_checkpoint_complete.json"
+# How messages and cards name the consumer of a `dit-lora export` format.
+CONSUMER_NAMES = {"comfyui": "ComfyUI"}

@@ -19,7 +19,7 @@ from dit_lora.core.fileio import atomic_write, write_text_atomic
 from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.modelfiles.single_file import transformer_file_record
 from dit_lora.modeling import quantize
-from dit_lora.output.names import ADAPTER_FILE, CARD_INPUT_FILE, MODEL_CARD_FILE
+from dit_lora.output.names import ADAPTER_FILE, CARD_INPUT_FILE, CONSUMER_NAMES, MODEL_CARD_FILE
 from dit_lora.output.type_card import SCALED_FACTOR, type_note, type_row, type_snippet
 
 if TYPE_CHECKING:
@@ -415,7 +415,8 @@ def _strength_note(spec: FamilySpec, lora: LoraOptions) -> str:
     same tensors with the safetensors metadata stripped, which is what a loader that reads no alpha and takes
     alpha = rank sees (tests/output/test_adapter.py, tests/families/cogvideox/test_spec.py). A PEFT folder:
     ``dit_lora.load_adapter`` and ``PeftModel.from_pretrained`` (tests/families/dit/test_spec.py,
-    tests/e2e/test_videollm.py). No other consumer is named: ComfyUI, for one, has no Sana or DiT model and other
+    tests/e2e/test_videollm.py). Another consumer is named only where its own code loads the file in the tests
+    (``info.loads_as_is``: ComfyUI for FLUX.1 and Chroma); ComfyUI, for one, has no Sana or DiT model and other
     CogVideoX key names (issue 28), so it loads none of those files.
     """
     alpha, rank = lora.effective_alpha, lora.rank
@@ -426,10 +427,17 @@ def _strength_note(spec: FamilySpec, lora: LoraOptions) -> str:
         else f"Load it at scale 1.0: rank {rank}, alpha = rank"
     )
     if spec.info.adapter_weight_name == ADAPTER_FILE and TYPES[lora.lora_type].diffusers_loads:
+        as_is = [CONSUMER_NAMES.get(f, f) for f in spec.info.loads_as_is] if lora.lora_type == "lora" else []
+        elsewhere = (
+            f"\nThe file loads in {' and '.join(as_is)} as it is (its LoRA loader, at the trained strength: checked with "
+            "its own code in dit-lora's tests); no export is needed."
+            if as_is
+            else ""
+        )
         return (
             f"{start}, so diffusers' `load_lora_weights` applies the trained strength, and so does a loader that "
             "reads no alpha and assumes alpha = rank\n(checked in dit-lora's tests by loading such a file with its "
-            "metadata stripped)."
+            "metadata stripped)." + elsewhere
         )
     if spec.info.adapter_weight_name != ADAPTER_FILE:
         return f"{start}, so `dit_lora.load_adapter` and PEFT's `PeftModel.from_pretrained` apply the trained strength."

@@ -247,3 +247,25 @@ def test_a_real_familys_comfyui_export_includes_the_ema_adapter(tmp_path):
                                          "pytorch_lora_weights_comfyui_ema.safetensors"]
     key = "transformer.layers.0.attention.to_q.lora_B.weight"
     assert torch.equal(load_file(str(written[1]))[key], 3 * load_file(str(written[0]))[key])
+
+
+@pytest.mark.parametrize("family", ["flux", "flux_kontext", "chroma"])
+def test_exporting_to_a_consumer_that_loads_the_file_as_it_is_says_so_and_writes_nothing(tmp_path, capsys, family):
+    """Issue 76: `export --format comfyui` for FLUX.1 and Chroma said the family had "no export format", though the
+    run's file loads in ComfyUI as it is (their comfyui tests, with ComfyUI's own loader). The card says it too."""
+    from dit_lora.config import TrainConfig
+    from dit_lora.output.report import write_model_card
+    from dit_lora.registry import get_spec
+
+    run = _run(tmp_path / "run", family=family)
+    before = sorted(p.name for p in run.iterdir())
+    code, out, err = _cli([str(run), "--format", "comfyui"], capsys)
+    assert code == 0, err
+    assert out.startswith(f"nothing to export: {run / ADAPTER_FILE} loads in ComfyUI as it is") and "loras" in out
+    assert sorted(p.name for p in run.iterdir()) == before
+    (tmp_path / "card").mkdir()
+    cfg = TrainConfig.for_family(family, pretrained_model_name_or_path="o/m")
+    card = write_model_card(get_spec(family), cfg, tmp_path / "card", {"steps": 1}, [])
+    assert "loads in ComfyUI as it is" in card.read_text()
+    code, _, err = _cli([str(run), "--format", "nope"], capsys)  # another format is still refused
+    assert code == 2 and "cannot export `nope`" in err

@@ -29,6 +29,8 @@ INFO = FamilyInfo(
     # the 8.9B model's step at 1024 px is FLUX.1's size: on by default, as for FLUX.1
     gradient_checkpointing_default=True,
     block_lists=("transformer_blocks", "single_transformer_blocks"),
+    # ComfyUI maps every diffusers name (tests/families/chroma/test_comfyui_loader.py)
+    loads_as_is=("comfyui",),
 )
 
 

@@ -36,6 +36,8 @@ def family_info(name: str) -> FamilyInfo:
         # default, as for Z-Image, so a 48 GB card fits the catalogue's defaults
         gradient_checkpointing_default=True,
         block_lists=("transformer_blocks", "single_transformer_blocks"),
+        # ComfyUI maps every diffusers name (tests/families/flux/test_comfyui_loader.py)
+        loads_as_is=("comfyui",),
     )
 
 
