@@ -226,3 +226,17 @@ def test_check_data_takes_a_dataset_config_in_place_of_the_recipes_folder_as_tra
     assert code == 0, err
     assert (f"--dataset_config on the command line takes the place of `train_data_dir: demo/squares` in `{recipe}`"
             in out)
+
+
+def test_push_takes_trainings_hub_private_spelling_and_describes_itself(capsys):
+    """Issue 76: `push` spelled --private where training spells --hub_private, and its --help had no description."""
+    from dit_lora.commands.cli import _build_parser
+
+    parser = _build_parser()
+    for flag in ("--private", "--hub_private"):
+        assert parser.parse_args(["push", "out", "--hub_model_id", "me/lora", flag]).private is True
+    assert parser.parse_args(["push", "out", "--hub_model_id", "me/lora"]).private is False
+    with pytest.raises(SystemExit):
+        parser.parse_args(["push", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Upload a finished run to a Hub model repo" in text and "--private, --hub_private" in text
