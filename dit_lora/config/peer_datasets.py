@@ -195,11 +195,11 @@ def translate(
     try:
         if flavour == MUSUBI:
             sets = [_musubi(theirs, video=video, where=where, sampling="frame_sampling" not in kept)]
-            notes = _ignored(theirs, MUSUBI_IGNORED, MUSUBI_MAPPED, where)
+            notes = ignored_notes(theirs, MUSUBI_IGNORED, MUSUBI_MAPPED, where)
             notes += _musubi_dropped(theirs, video=video, where=where)
         else:
             sets = _ai_toolkit(theirs, video=video, sampling="frame_sampling" not in kept)
-            notes = _ignored(theirs, AI_TOOLKIT_IGNORED, AI_TOOLKIT_MAPPED, where)
+            notes = ignored_notes(theirs, AI_TOOLKIT_IGNORED, AI_TOOLKIT_MAPPED, where)
             notes += _ai_toolkit_dropped(theirs, video=video)
     except (TypeError, ValueError):
         raise UserError(
@@ -330,7 +330,7 @@ AI_TOOLKIT_MAPPED = frozenset(
 )
 
 
-def _ignored(entry: dict[str, Any], table: dict[str, str], mapped: frozenset[str], where: str) -> list[str]:
+def ignored_notes(entry: dict[str, Any], table: dict[str, str], mapped: frozenset[str], where: str) -> list[str]:
     """``key (why)`` for each key of ``entry`` the translation leaves out: those of ``table`` with their reason,
     any other unmapped one as having no counterpart; a key a letter or two from one the translation reads is a typo,
     refused naming it (left out, it would train without what it meant)."""
