@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import math
 import tomllib
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from dit_lora.config import families, peer_datasets
+from dit_lora.config import families, peer_datasets, peer_files
 from dit_lora.config.applies import check_applies
 from dit_lora.config.set_keys import said
 from dit_lora.config.values import coerce
@@ -193,23 +194,32 @@ class DataSet:
         return f"dataset_name `{self.options['dataset_name']}`"
 
 
-def read_file(path: str | Path) -> dict[str, Any]:
-    """The top-level mapping of a YAML or TOML dataset config (TOML by its ``.toml`` suffix); errors name the file."""
+def read_file(path: str | Path) -> Any:
+    """The parsed dataset config: YAML, TOML by its ``.toml`` suffix, JSON by ``.json``; a mapping, or a list when it
+    is another trainer's (SimpleTuner's backends, OneTrainer's concepts: :mod:`.peer_files`); errors name the file."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"The dataset config `{path}` (--dataset_config) does not exist. Check the path.")
     text = path.read_text(encoding="utf-8", errors="replace")
+    suffix = path.suffix.lower()
     try:
-        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else yaml.safe_load(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
-        kind = "TOML" if path.suffix.lower() == ".toml" else "YAML"
+        data = (
+            tomllib.loads(text)
+            if suffix == ".toml"
+            else json.loads(text)
+            if suffix == ".json"
+            else yaml.safe_load(text)
+        )
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as err:
+        kind = {".toml": "TOML", ".json": "JSON"}.get(suffix, "YAML")
         yaml_named = peer_datasets.yaml_named_toml(path, text, err, "--dataset_config") if kind == "TOML" else None
         raise UserError(
             yaml_named or f"The dataset config `{path}` is not valid {kind} ({err}). Fix the syntax at the place shown."
         )
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) and not (isinstance(data, list) and peer_files.flavour_of(data)):
         raise UserError(
-            f"The dataset config `{path}` must be a mapping with a `datasets` list, not {type(data).__name__}."
+            f"The dataset config `{path}` must be a mapping with a `datasets` list, not {type(data).__name__} (a "
+            "list is read when it is SimpleTuner's backends or OneTrainer's concepts; this one is neither)."
         )
     return data
 
@@ -218,6 +228,8 @@ def check_standalone(path: str | Path) -> None:
     """A ``--dataset_config`` file (not the run's ``--config``) holds only ``general`` and ``datasets``: a run option
     at its top would be ignored, so it is refused naming where it belongs."""
     data = read_file(path)
+    if isinstance(data, list) or peer_files.flavour_of(data):
+        return  # another trainer's file: only its sets are read, its other keys named
     if peer_datasets.flavour_of(data, [], False) == peer_datasets.AI_TOOLKIT:
         return  # an ai-toolkit job file: only its datasets are read
     others = [str(k) for k in data if k not in TOP_KEYS]
@@ -252,6 +264,9 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
     data source, repeats, weights. ``video``: the run's family trains clips (how another trainer's sizes map)."""
     path = Path(path)
     data = read_file(path)
+    peer = peer_files.read_peer(data, path, video=video, own=frozenset([*SET_OPTIONS, *SET_KEYS]))
+    if peer is not None:
+        return _read_sets(path, [(w, t, t, k, d) for w, t, k, d in peer.sets], peer.flavour, peer.notes)
     ai_toolkit = peer_datasets.flavour_of(data, [], False) == peer_datasets.AI_TOOLKIT
     listed = peer_datasets.ai_toolkit_sets(data, path) if ai_toolkit else data.get(DATASETS_KEY)
     if not isinstance(listed, list) or not listed or not all(isinstance(s, dict) for s in listed):
@@ -280,6 +295,14 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
             raw += [(where, t, t, keys, derived) for t, keys, derived in translated]
     if flavour is None:
         _entry(general, path, "`general`", needs_source=False)  # its own keys and values, named as its own
+    if ai_toolkit:
+        notes = peer_datasets.job_notes(data) + notes
+    return _read_sets(path, raw, flavour, notes)
+
+
+def _read_sets(path: Path, raw: list, flavour: str | None, notes: list[str]) -> DatasetConfig:
+    """The sets of ``raw`` (``(where, options, given, the file's names, Derived)``) read and checked together: names,
+    the class set, weights; with the paragraph naming what of another trainer's file was left out."""
     read = [(_entry(m, path, w, needs_source=True, given=g, keys=k), d) for w, m, g, k, d in raw]
     sets = _named([dataclasses.replace(s, derived=d) for s, d in read], path)
     _check_reg(sets, path)
@@ -291,8 +314,6 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
             "every set (they are normalised to sum to 1) or to none (then each set takes its share of the epoch's "
             "samples, repeats counted)."
         )
-    if ai_toolkit:
-        notes = peer_datasets.job_notes(data) + notes
     note = peer_datasets.ignored_paragraph(path, flavour, notes) if flavour else None
     return DatasetConfig(sets, flavour, note)
 

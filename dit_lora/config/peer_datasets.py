@@ -10,6 +10,7 @@ refused. The mapping is the migration guide's table (docs/guides/migrating.md).
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -133,9 +134,17 @@ THEIR_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
 
 def their_keys(translated: dict[str, Any], entry: dict[str, Any], flavour: str) -> dict[str, str]:
     """Each option of ``translated`` that the ``flavour`` set ``entry`` gives under another name: that name."""
+    return their_keys_of(translated, entry, THEIR_KEYS[flavour])
+
+
+def their_keys_of(
+    translated: dict[str, Any], entry: dict[str, Any], table: dict[str, tuple[str, ...]]
+) -> dict[str, str]:
+    """Each option of ``translated`` that ``entry`` gives under another name of ``table`` (option -> the file's keys
+    it comes from, the first the set gives): that name, what the set's messages call the option."""
     out = {}
     for option in translated:
-        found = [key for key in THEIR_KEYS[flavour].get(option, ()) if key in entry]
+        found = [key for key in table.get(option, ()) if key in entry]
         if found and found[0] != option:
             out[option] = found[0]
     return out
@@ -195,7 +204,7 @@ def translate(
     try:
         if flavour == MUSUBI:
             sets = [_musubi(theirs, video=video, where=where, sampling="frame_sampling" not in kept)]
-            notes = ignored_notes(theirs, MUSUBI_IGNORED, MUSUBI_MAPPED, where)
+            notes = ignored_notes(theirs, MUSUBI_IGNORED, MUSUBI_MAPPED, where, toml=True)
             notes += _musubi_dropped(theirs, video=video, where=where)
         else:
             sets = _ai_toolkit(theirs, video=video, sampling="frame_sampling" not in kept)
@@ -330,16 +339,32 @@ AI_TOOLKIT_MAPPED = frozenset(
 )
 
 
-def ignored_notes(entry: dict[str, Any], table: dict[str, str], mapped: frozenset[str], where: str) -> list[str]:
-    """``key (why)`` for each key of ``entry`` the translation leaves out: those of ``table`` with their reason,
-    any other unmapped one as having no counterpart; a key a letter or two from one the translation reads is a typo,
-    refused naming it (left out, it would train without what it meant)."""
+def ignored_notes(
+    entry: dict[str, Any], table: dict[str, str], mapped: frozenset[str], where: str, *, toml: bool = False
+) -> list[str]:
+    """```key: value` (why)`` (TOML: ``key = value``) for each key of ``entry`` the translation leaves out: those of
+    ``table`` with their reason, any other unmapped one as having no counterpart; a key a letter or two from one the
+    translation reads is a typo, refused naming it (left out, it would train without what it meant)."""
     unknown = [k for k in entry if k not in mapped and k not in table]
     for key in unknown:
         close = difflib.get_close_matches(key, sorted(mapped), n=1, cutoff=0.8)
         if close:
             raise UserError(f"{where} has the key `{key}`: did you mean `{close[0]}`? Fix the key.")
-    return [f"`{k}` ({table.get(k, 'no counterpart in dit-lora')})" for k in entry if k not in mapped or k in table]
+    return [
+        f"`{given(k, v, toml=toml)}` ({table.get(k, 'no counterpart in dit-lora')})"
+        for k, v in entry.items()
+        if k not in mapped or k in table
+    ]
+
+
+def given(key: str, value: Any, *, toml: bool) -> str:
+    """``key`` with ``value`` as the user's file writes it: ``key = value`` in TOML, ``key: value`` in YAML or JSON
+    (true, false and null as those write them)."""
+    if toml or isinstance(value, bool) or value is None:
+        shown = json.dumps(value, default=str)
+    else:
+        shown = str(value)
+    return f"{key} = {shown}" if toml else f"{key}: {shown}"
 
 
 def _musubi(entry: dict[str, Any], *, video: bool, where: str, sampling: bool = True) -> dict[str, Any]:
@@ -526,18 +551,27 @@ def yaml_named_toml(path: Path, text: str, err: Exception, flag: str) -> str | N
     )
 
 
+class ReadAs(str):
+    """A note on a key that was read otherwise than its name says (SimpleTuner's ``repeats: 1`` is two passes), said
+    before what was left out."""
+
+
 def ignored_paragraph(path, flavour: str, notes: list[str]) -> str | None:
-    """The one paragraph naming what the run leaves out of a ``flavour`` file, or None (nothing)."""
+    """The one paragraph naming how the run reads a ``flavour`` file: the keys read otherwise than their name says
+    (:class:`ReadAs`), then what it leaves out; None when there is nothing to say."""
     only = (
         " Only the job's `datasets` are read: its model, network, train and sample sections are the run's options "
         "(flags or --config)."
         if flavour == AI_TOOLKIT
         else ""
     )
+    read_as = [n for n in dict.fromkeys(notes) if isinstance(n, ReadAs)]
+    left_out = [n for n in dict.fromkeys(notes) if not isinstance(n, ReadAs)]
     if not notes and not only:
         return None
-    left = f"; left out: {'; '.join(dict.fromkeys(notes))}" if notes else ""
+    how = f" ({'; '.join(read_as)})" if read_as else ""
+    left = f"; left out: {'; '.join(left_out)}" if left_out else ""
     return (
-        f"dataset config `{path}` ({flavour}'s): read as dit-lora's sets{left}.{only} See docs/guides/migrating.md "
+        f"dataset config `{path}` ({flavour}'s): read as dit-lora's sets{how}{left}.{only} See docs/guides/migrating.md "
         "for the mapping."
     )

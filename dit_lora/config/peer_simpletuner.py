@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dit_lora.config.peer_datasets import Derived, ignored_notes, their_keys_of
+from dit_lora.config.peer_datasets import Derived, ReadAs, given, ignored_notes, their_keys_of
 from dit_lora.core.errors import UserError
 
 SIMPLETUNER = "SimpleTuner"
@@ -143,8 +143,8 @@ def _embeds_note(name: str, kind: str, backend: dict[str, Any], where: str) -> s
             "dit-lora trains the captions as written. Apply the filter to the caption files themselves (a "
             "`sed -i` over the .txt files does), then remove the key."
         )
-    given = ", ".join(f"`{k}: {v}`" for k, v in backend.items() if k not in ("id", "dataset_type"))
-    return f"backend `{name}` (`dataset_type: {kind}`; {given}: caption embeddings are cached with the latents, --cache_dir)"
+    keys = ", ".join(f"`{given(k, v, toml=False)}`" for k, v in backend.items() if k not in ("id", "dataset_type"))
+    return f"backend `{name}` (`dataset_type: {kind}`; {keys}: caption embeddings are cached with the latents, --cache_dir)"
 
 
 def _not_trained(kind: str, backend: dict[str, Any], where: str) -> str:
@@ -184,7 +184,7 @@ def translate(entry: dict[str, Any], *, video: bool, where: str) -> tuple[list[t
     out.update(sizes)
     notes = ignored_notes(entry, IGNORED, MAPPED, where) + notes
     if extra:
-        notes.append(f"`repeats: {extra}` (SimpleTuner counts the passes after the first: `repeats: {extra + 1}` here)")
+        notes.append(ReadAs(f"`repeats: {extra}` as {extra + 1} passes: SimpleTuner counts those after the first"))
     probability = entry.get("probability", 1)
     if probability not in (1, 1.0):
         notes.append(
@@ -247,7 +247,7 @@ def _captions(entry: dict[str, Any], where: str) -> dict[str, Any]:
             f"{where} captions each file with its name (`caption_strategy: filename`"
             + ("" if "caption_strategy" in entry else ", SimpleTuner's default when a backend gives none")
             + "), which dit-lora does not: it reads a caption file beside each file, or metadata.jsonl. Write them "
-            "from the names (in the folder: `for f in *.*; do n=${f%.*}; echo \"${n//_/ }\" > \"$n.txt\"; done`) and "
+            'from the names (in the folder: `for f in *.*; do n=${f%.*}; echo "${n//_/ }" > "$n.txt"; done`) and '
             "set `caption_strategy: textfile`."
         )
     raise UserError(
@@ -256,7 +256,7 @@ def _captions(entry: dict[str, Any], where: str) -> dict[str, Any]:
     )
 
 
-def _side(entry: dict[str, Any]) -> tuple[int, str | None]:
+def _side(entry: dict[str, Any]) -> tuple[int, ReadAs | None]:
     """The side of the square whose area the backend's buckets take, and a note when SimpleTuner sizes otherwise."""
     value = entry.get("resolution", DEFAULT_RESOLUTION)
     kind = entry.get("resolution_type", DEFAULT_TYPE)
@@ -265,9 +265,9 @@ def _side(entry: dict[str, Any]) -> tuple[int, str | None]:
         return side, None
     side = max(SIDE_STEP, round(float(value) / SIDE_STEP) * SIDE_STEP)
     if kind == "pixel":
-        return side, (
-            f"`resolution_type: pixel` (SimpleTuner sizes every image's short side to {value}; dit-lora's buckets hold "
-            f"about {side} x {side} pixels)"
+        return side, ReadAs(
+            f"`resolution_type: pixel` as buckets of about {side} x {side} pixels, where SimpleTuner sizes each "
+            f"image's short side to {value}"
         )
     return side, None
 
@@ -276,8 +276,8 @@ def _sizes(entry: dict[str, Any], *, video: bool) -> tuple[dict[str, Any], Deriv
     """The backend's sizes as dit-lora's options: an image backend's bucket area (and the square crop), a clip
     backend's side (fitted to the family: ``Derived.fit``) and frames, each clip's first (SimpleTuner truncates)."""
     side, note = _side(entry)
-    notes = [note] if note else []
-    clip = entry.get("video") if isinstance(entry.get("video"), dict) else {}
+    notes: list[str] = [note] if note else []
+    clip: dict[str, Any] = entry["video"] if isinstance(entry.get("video"), dict) else {}
     if not video:
         if clip:
             notes.append(f"`video: {clip}` (an image family reads no clips)")

@@ -718,14 +718,13 @@ def plan_run(
         swapped_bytes=swap["swapped_bytes"],
         swap_in_flight_bytes=swap["swap_in_flight_bytes"],
     )
-    _only_runnable_levers(plan)
     if len(settings) == 1 and capacity is not None and plan.peak_memory_bytes > capacity:
         other, _, _ = traces((not checkpointing,), shares=False)
         plan.steps = sorted([*steps, *other], key=lambda step: step.checkpointing)  # as both_settings lists them
-    return plan
+    return _only_runnable_levers(plan)
 
 
-def _only_runnable_levers(plan: Plan) -> None:
+def _only_runnable_levers(plan: Plan) -> Plan:
     """Keep the ladder to the quantization levers that run on the plan's device (a flag the run would refuse, or nf4
     where ``doctor`` warns it rounds wrongly, is no advice): the others' savings are dropped, the plan's own scheme
     kept (the levers undo it by its savings)."""
@@ -737,6 +736,7 @@ def _only_runnable_levers(plan: Plan) -> None:
     }
     if "nf4" not in runnable:  # --quantize_text_encoder is bitsandbytes' nf4 too
         plan.nf4_text_encoder_savings = plan.nf4_model_savings = 0
+    return plan
 
 
 def _cache_phase_weights(cfg: TrainConfig, spec, comps, weights: dict, swap: dict, where, read_share, sub):
