@@ -32,6 +32,7 @@ from dit_lora.config.dataset_config import (
 )
 from dit_lora.config.lycoris_args import network_args_values
 from dit_lora.config.peer_datasets import toml_config_message
+from dit_lora.config.peer_files import flavour_of
 from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
 from dit_lora.config.values import base_type, coerce, field_type, option_field, range_message, unknown_options_message
@@ -96,7 +97,13 @@ def _read_yaml(path: str | Path) -> dict[str, Any]:
             or f"The config file `{path}` is not valid YAML ({err}). Fix the syntax at the position shown."
         ) from None
     if not isinstance(data, dict):
-        raise UserError(f"The config file `{path}` must be a mapping of option: value, not {type(data).__name__}.")
+        peer = flavour_of(data)
+        raise UserError(
+            f"The config file `{path}` is {peer}'s dataset file, not a run config: pass it as --dataset_config {path} "
+            "(its sets are read as they are), with the run's options as flags or in a YAML --config."
+            if peer
+            else f"The config file `{path}` must be a mapping of option: value, not {type(data).__name__}."
+        )
     if _is_ai_toolkit(data):
         raise UserError(ai_toolkit_message(path))
     if DATASETS_KEY in data:  # the sets listed in the run config itself: read as --dataset_config of this file

@@ -517,6 +517,12 @@ def toml_config_message(path: Path, text: str, *, suffix_only: bool) -> str | No
         if yaml_named:
             return yaml_named
         data = {}  # a broken TOML file is still no YAML run config
+    if isinstance(data.get("directory"), list):  # diffusion-pipe's dataset.toml
+        return (
+            f"The config file `{path}` (from --config) is diffusion-pipe's dataset.toml (`[[directory]]` tables), not "
+            f"a run config: pass it as --dataset_config {path} (each directory is read as a set, what has no "
+            "counterpart named), with the run's options as flags or in a YAML --config."
+        )
     if isinstance(data.get("datasets"), list):
         return (
             f"The config file `{path}` (from --config) is a TOML dataset config (`[[datasets]]` tables, as "

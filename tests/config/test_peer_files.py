@@ -292,3 +292,17 @@ def test_dit_loras_own_keys_pass_through_a_peers_entry(tmp_path):
                                        {"id": "b", "type": "local", "instance_data_dir": "b",
                                         "caption_strategy": "textfile", "weight": 1}])
     assert [s.weight for s in read_dataset_config(path).sets] == [3.0, 1.0]
+
+
+@pytest.mark.parametrize("name, content, peer", [
+    ("concepts.json", [ONETRAINER_CONCEPT], "OneTrainer's"),
+    ("multidatabackend.json", SIMPLETUNER_WAN, "SimpleTuner's"),
+    ("dataset.toml", DIFFUSION_PIPE_TOML, "diffusion-pipe's"),
+])
+def test_a_peers_dataset_file_given_as_the_run_config_names_dataset_config(tmp_path, name, content, peer):
+    from dit_lora.config import parse_config
+
+    path = _write(tmp_path, name, content)
+    with pytest.raises(UserError) as err:
+        parse_config(["--config", path])
+    assert f"is {peer} dataset" in str(err.value) and f"pass it as --dataset_config {path}" in str(err.value)
