@@ -177,7 +177,9 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
 
     for name, (value, why) in proposals.items():
         if (name in explicit) if name not in own else cfg.is_set(name):
-            if entry is not None and name in entry.defaults and current(name) != value:
+            # "the catalogue's" only for the entry's own value (not one that replaced it: Prodigy's learning rate)
+            from_entry = entry is not None and name in entry.defaults and entry.defaults[name] == value
+            if from_entry and current(name) != value:
                 chosen.overridden[name] = (current(name), value)
             continue
         chosen.applied[name] = (value, why)

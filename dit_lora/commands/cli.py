@@ -402,7 +402,16 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
     )
     cfg, spec, chosen = resolved.config, resolved.spec, resolved.defaults
     assert chosen is not None  # parsing refuses a run without a model, and a named model's defaults are chosen
-    plan = make_plan(cfg, spec, device=args.device, num_processes=args.num_processes, entry=chosen.entry, cache=True)
+    here = args.device == "cpu" or not args.gpu_memory  # --gpu_memory: another card, whose levers are not judged here
+    plan = make_plan(
+        cfg,
+        spec,
+        device=args.device,
+        num_processes=args.num_processes,
+        entry=chosen.entry,
+        cache=True,
+        levers_here=here,
+    )
     card = None
     if args.gpu_memory:
         capacity, card = parse_memory(args.gpu_memory), f"--gpu_memory {args.gpu_memory}"
@@ -498,10 +507,7 @@ def _models(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``dit-lora`` console script (exits with the command's status)."""
-    try:
-        run_cli(lambda: _main(argv))
-    finally:
-        signals.exiting()  # `train`'s handlers: its exit code is decided, teardown keeps it (training.signals)
+    run_cli(lambda: _main(argv))
 
 
 if __name__ == "__main__":

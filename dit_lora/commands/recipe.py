@@ -152,7 +152,4 @@ def main(family: str | None = None) -> None:
     (a launcher forwarding what the terminal already sent) is never Python's default ``KeyboardInterrupt``.
     """
     signals.current()
-    try:
-        run_cli(lambda: run_recipe(family))
-    finally:
-        signals.exiting()  # the exit code is decided: a signal during teardown must not turn it into 130
+    run_cli(lambda: run_recipe(family))

@@ -96,8 +96,8 @@ def _read_yaml(path: str | Path) -> dict[str, Any]:
             toml_config_message(path, text, suffix_only=False)
             or f"The config file `{path}` is not valid YAML ({err}). Fix the syntax at the position shown."
         ) from None
-    if not isinstance(data, dict):
-        peer = flavour_of(data)
+    peer = flavour_of(data)  # SimpleTuner's backends, OneTrainer's concepts (or its config holding them)
+    if peer or not isinstance(data, dict):
         raise UserError(
             f"The config file `{path}` is {peer}'s dataset file, not a run config: pass it as --dataset_config {path} "
             "(its sets are read as they are), with the run's options as flags or in a YAML --config."

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -555,6 +556,49 @@ def yaml_named_toml(path: Path, text: str, err: Exception, flag: str) -> str | N
         f"and pass that to {flag}"
         + (", or write it in TOML." if flag != "--config" else " (--config reads YAML only).")
     )
+
+
+def captions_from_names(underscores: bool) -> str:
+    """A shell line writing each image's or clip's file name as its caption file, in every subfolder, never over a
+    caption file that exists (``underscores``: ``_`` read as spaces, as SimpleTuner's ``filename`` captions)."""
+    tr = " | tr _ ' '" if underscores else ""
+    return (
+        "find . -type f \\( -iname '*.png' -o -iname '*.jp*g' -o -iname '*.webp' -o -iname '*.mp4' \\) | "
+        f'while read -r f; do t="${{f%.*}}.txt"; [ -e "$t" ] || basename "${{f%.*}}"{tr} > "$t"; done'
+    )
+
+
+def multi_line_captions(folder: Any, extension: str = ".txt") -> list[str]:
+    """The caption files (``extension``) under ``folder`` holding several non-empty lines, relative to it: dit-lora
+    reads such a file whole, where SimpleTuner and OneTrainer take each line as a caption of its own."""
+    found: list[str] = []
+    if not isinstance(folder, str) or not os.path.isdir(folder):
+        return found
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(f for f in filenames if f.lower().endswith(extension)):
+            try:
+                with open(os.path.join(dirpath, name), encoding="utf-8", errors="replace") as handle:
+                    lines = [line for line in handle.read().splitlines() if line.strip()]
+            except OSError:
+                continue  # the listing names an unreadable file
+            if len(lines) > 1:
+                found.append(os.path.relpath(os.path.join(dirpath, name), folder))
+    return found
+
+
+def multi_line_note(folder: Any, trainer: str) -> list[str]:
+    """The :class:`ReadAs` note on ``folder``'s caption files of several lines (none: no note)."""
+    files = multi_line_captions(folder)
+    if not files:
+        return []
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return [
+        ReadAs(
+            f"{len(files)} caption file(s) of several lines ({shown}) read whole, each one caption: {trainer} takes "
+            "each line as a caption of its own and draws one"
+        )
+    ]
 
 
 class ReadAs(str):

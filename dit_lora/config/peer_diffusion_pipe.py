@@ -154,8 +154,9 @@ def _sized(entry: dict[str, Any], *, video: bool, where: str, notes: list[str]) 
     resolutions = entry.get("resolutions")
     if not isinstance(resolutions, list) or not resolutions:
         raise UserError(f"{where} has no `resolutions` (nor a top-level one), which diffusion-pipe needs too: add one.")
+    # bucket 1 is diffusion-pipe's images: dit-lora gives a set's images one-frame buckets of their own, and a bucket
+    # of 1 among the clips' would take the clips too short for the others, which diffusion-pipe leaves out
     frames = sorted({int(f) for f in entry.get("frame_buckets", [1]) if int(f) > 1})
-    counts = [1, *frames]  # diffusion-pipe always adds the image bucket: a folder's images train beside its clips
     if frames and not video:
         notes.append(f"`frame_buckets = {entry['frame_buckets']}` (an image family reads no clips)")
     if entry.get("enable_ar_bucket") and frames and video:
@@ -173,26 +174,35 @@ def _sized(entry: dict[str, Any], *, video: bool, where: str, notes: list[str]) 
             )
         )
     out = []
-    for resolution in resolutions:
-        side = _side(resolution)
+    sides = list(dict.fromkeys(_side(r) for r in resolutions))  # one set per area, as diffusion-pipe de-duplicates
+    for side in sides:
         sizes: dict[str, Any]
         if video and frames:
-            sizes = {"frame_buckets": ",".join(f"{f}x{side}x{side}" for f in counts), "frame_sampling": "first"}
+            sizes = {"frame_buckets": ",".join(f"{f}x{side}x{side}" for f in frames), "frame_sampling": "first"}
         elif video:
             sizes = {"height": side, "width": side}
         else:
             sizes = {"resolution": side, **({} if entry.get("enable_ar_bucket") else {"aspect_buckets": "square"})}
-        if len(resolutions) > 1:
+        if len(sides) > 1:
             sizes["name"] = f"{entry.get('name') or os.path.basename(str(entry['path']).rstrip('/'))}@{side}"
-        out.append((sizes, Derived()))
+        out.append((sizes, _first_frames(sizes)))
     return out
+
+
+def _first_frames(sizes: dict[str, Any]) -> Derived:
+    """A clip set's first frames are diffusion-pipe's default (``video_clip_mode``, a key of its training TOML): an
+    explicit --frame_sampling takes their place."""
+    if "frame_sampling" not in sizes:
+        return Derived()
+    return Derived(implied={"frame_sampling": "diffusion-pipe's default `video_clip_mode = 'single_beginning'`"})
 
 
 def _size_buckets(buckets: Any, *, video: bool, where: str) -> tuple[dict[str, Any], Derived]:
     """``size_buckets = [[W, H, frames], ...]``: a video family's frame buckets, or an image family's one size."""
     sizes = [(int(w), int(h), int(f)) for w, h, f in buckets]
     if video:
-        return {"frame_buckets": ",".join(f"{f}x{h}x{w}" for w, h, f in sizes), "frame_sampling": "first"}, Derived()
+        clips = {"frame_buckets": ",".join(f"{f}x{h}x{w}" for w, h, f in sizes if f > 1), "frame_sampling": "first"}
+        return clips, _first_frames(clips)
     stills = sorted({(w, h) for w, h, f in sizes if f == 1})
     if len(stills) != 1:
         raise UserError(

@@ -81,5 +81,18 @@ def read_peer(data: Any, path: Path, *, video: bool, own: frozenset[str]) -> Pee
                 raise UserError(
                     f"{where} gives `{clash[0]}` and also {flavour}'s key that means it; keep one of the two."
                 )
-            read.sets.append((where, {**options, **kept}, keys, derived))
+            read.sets.append((where, _numbered({**options, **kept}, read), keys, derived))
     return read
+
+
+def _numbered(options: dict[str, Any], read: PeerSets) -> dict[str, Any]:
+    """``options`` with a name the sets read so far do not have: the trainers take two entries of one name (two
+    OneTrainer concepts, two SimpleTuner backends of one folder), dit-lora names its sets apart (``name-2``)."""
+    name = options.get("name")
+    taken = {str(o.get("name")) for _, o, _, _ in read.sets if o.get("name")}
+    if not name or str(name) not in taken:
+        return options
+    number = 2
+    while f"{name}-{number}" in taken:
+        number += 1
+    return {**options, "name": f"{name}-{number}"}

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dit_lora.config.peer_datasets import Derived, their_keys_of
+from dit_lora.config.peer_datasets import Derived, captions_from_names, multi_line_note, their_keys_of
 from dit_lora.core.errors import UserError
 
 ONETRAINER = "OneTrainer"
@@ -52,7 +52,6 @@ MAPPED = frozenset({*(k for k in DEFAULTS if "." not in k), *QUIET, "image", "te
 WHY = {
     "image_variations": "latents are cached once per image",
     "text_variations": "caption embeddings are cached once per caption",
-    "include_subdirectories": "dit-lora reads the folder's subfolders too: move them out to leave them out",
     "image.enable_crop_jitter": "the crop is centred for the whole run: --center_crop true",
     "image.enable_random_flip": "flips hold for the whole run: --random_flip",
     "image.enable_fixed_flip": "no image is flipped in every epoch",
@@ -142,7 +141,10 @@ def translate(entry: dict[str, Any], *, video: bool, where: str) -> tuple[list[t
         out["repeats"] = repeats
     out.update(_captions(flat, where))
     out.update(_size(flat, where))
+    _refuse_label_files(entry.get("path"), where)
     notes = [_note(k, v) for k, v in flat.items() if _left_out(k, v)]
+    if out.get("caption_extension"):
+        notes += multi_line_note(entry.get("path"), ONETRAINER)
     notes += [
         f"`{k}: {v}` (not a OneTrainer key: OneTrainer ignores it too)" for k, v in entry.items() if k not in MAPPED
     ]
@@ -159,6 +161,7 @@ def _left_out(key: str, value: Any) -> bool:
         "text.prompt_path",
         "image.enable_resolution_override",
         "image.resolution_override",
+        "include_subdirectories",  # read as dit-lora reads folders; when false, its subfolders are named (_subfolders)
     )
     if key in QUIET or key in handled or key in ("type", "validation_concept", "balancing_strategy", "repeats"):
         return False
@@ -185,6 +188,33 @@ def _subfolders(folder: Any) -> list[str]:
         f"{', ...' if len(subs) > 3 else ''}: OneTrainer reads only the folder's own images; dit-lora reads its "
         "subfolders too, so move them out to leave them out)"
     ]
+
+
+#: the file names OneTrainer reads as an image's mask or conditioning image, never as an image of the concept
+LABELS = {"-masklabel": "mask", "-condlabel": "conditioning image"}
+
+
+def _refuse_label_files(folder: Any, where: str) -> None:
+    """OneTrainer's ``<image>-masklabel.png`` masks and ``-condlabel`` conditioning images: dit-lora would list them as
+    images of the set. One paragraph naming the first and what to do."""
+    if not isinstance(folder, str) or not os.path.isdir(folder):
+        return
+    for dirpath, _, filenames in os.walk(folder):
+        for name in sorted(filenames):
+            label = next((kind for suffix, kind in LABELS.items() if Path(name).stem.endswith(suffix)), None)
+            if label is None:
+                continue
+            image = Path(name).stem[: -len("-masklabel")] if label == "mask" else None
+            fix = (
+                f"dit-lora reads an image's mask beside it as `<image>_mask.png` with --masked_loss: rename them "
+                f"(`{name}` -> `{image}_mask.png`)"
+                if image is not None
+                else "dit-lora has no conditioning image for this family: move them out of the folder"
+            )
+            raise UserError(
+                f"{where}: `{os.path.relpath(os.path.join(dirpath, name), folder)}` is OneTrainer's {label} of an "
+                f"image, which dit-lora would train as an image of its own. {fix}."
+            )
 
 
 def _repeats(entry: dict[str, Any], where: str) -> int:
@@ -222,7 +252,7 @@ def _captions(flat: dict[str, Any], where: str) -> dict[str, Any]:
     raise UserError(
         f"{where} captions each image with its file name (`text.prompt_source: {source}`), which dit-lora does not: "
         "it reads a caption file beside each image, or metadata.jsonl. Write them from the names (in the folder: "
-        '`for f in *.*; do echo "${f%.*}" > "${f%.*}.txt"; done`) and set `prompt_source: sample`.'
+        f"`{captions_from_names(False)}`) and set `prompt_source: sample`."
     )
 
 

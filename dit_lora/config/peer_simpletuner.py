@@ -19,13 +19,29 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dit_lora.config.peer_datasets import Derived, ReadAs, given, ignored_notes, their_keys_of
+from dit_lora.config.peer_datasets import (
+    Derived,
+    ReadAs,
+    captions_from_names,
+    given,
+    ignored_notes,
+    multi_line_note,
+    their_keys_of,
+)
 from dit_lora.core.errors import UserError
 
 SIMPLETUNER = "SimpleTuner"
 
 #: keys only SimpleTuner's backends use: one of them marks a JSON list as its file
-MARKS = ("instance_data_dir", "caption_strategy", "dataset_type", "resolution_type", "cache_dir_vae", "crop_aspect")
+MARKS = (
+    "instance_data_dir",
+    "caption_strategy",
+    "dataset_type",
+    "resolution_type",
+    "cache_dir_vae",
+    "crop_aspect",
+    "type",
+)
 #: backends that hold no training data: SimpleTuner's caches of embeddings
 EMBED_TYPES = ("text_embeds", "image_embeds", "conditioning_image_embeds", "distillation_cache")
 #: the keys the translation reads (any other key is named as left out)
@@ -37,9 +53,13 @@ MAPPED = frozenset(
         "instance_data_dir",
         "instance_data_root",
         "dataset_name",
+        "huggingface",
+        "split",
+        "image_column",
         "caption_strategy",
         "instance_prompt",
         "only_instance_prompt",
+        "disable_multiline_split",
         "repeats",
         "resolution",
         "resolution_type",
@@ -81,7 +101,6 @@ IGNORED = {
     "minimum_aspect_ratio": "buckets reach 4:1 either way; wider images are cropped to the widest",
     "maximum_aspect_ratio": "buckets reach 4:1 either way; wider images are cropped to the widest",
     "prepend_instance_prompt": "dit-lora trains the captions as written: put the prompt into the caption files",
-    "disable_multiline_split": "a caption file is read whole",
     "conditioning_data": "its conditioning backend is refused or named on its own",
     "aws_data_prefix": "only a local folder (`type: local`) or a Hub dataset is read",
 }
@@ -91,8 +110,8 @@ THEIR_KEYS: dict[str, tuple[str, ...]] = {
     "name": ("id",),
     "max_train_samples": ("max_num_samples",),
 }
-#: SimpleTuner's ``--resolution`` and ``--resolution_type`` when a backend gives none
-DEFAULT_RESOLUTION, DEFAULT_TYPE = 1024, "pixel_area"
+#: SimpleTuner's ``--resolution_type`` when a backend gives none
+DEFAULT_TYPE = "pixel_area"
 #: SimpleTuner's ``--aspect_bucket_alignment``: an ``area`` backend's side is a multiple of it
 ALIGNMENT = 64
 #: the step of a translated side (a multiple of every family's stride but Sana's 32, which its own check names)
@@ -136,15 +155,16 @@ def backends(data: list[dict[str, Any]], path) -> tuple[list[tuple[str, dict[str
 
 
 def _embeds_note(name: str, kind: str, backend: dict[str, Any], where: str) -> str:
-    """The left-out note of a backend of embeddings; a caption filter, which would change what trains, is refused."""
-    if backend.get("caption_filter_list"):
-        raise UserError(
-            f"{where} gives `caption_filter_list`: SimpleTuner rewrites every caption through it before encoding, and "
-            "dit-lora trains the captions as written. Apply the filter to the caption files themselves (a "
-            "`sed -i` over the .txt files does), then remove the key."
+    """The left-out note of a backend of embeddings, its caption filter named apart (it changes what trains)."""
+    shown = [k for k in backend if k not in ("id", "dataset_type", "caption_filter_list")]
+    keys = ", ".join(f"`{given(k, backend[k], toml=False)}`" for k in shown)
+    said = f"backend `{name}` (`dataset_type: {kind}`; {keys}: caption embeddings are cached with the latents, --cache_dir)"
+    if backend.get("caption_filter_list"):  # a change of the captions, named as the peers' other ones are
+        said += (
+            f"; its `caption_filter_list: {backend['caption_filter_list']}` (SimpleTuner rewrites every caption "
+            "through it before encoding; dit-lora trains the captions as written: apply it to the caption files)"
         )
-    keys = ", ".join(f"`{given(k, v, toml=False)}`" for k, v in backend.items() if k not in ("id", "dataset_type"))
-    return f"backend `{name}` (`dataset_type: {kind}`; {keys}: caption embeddings are cached with the latents, --cache_dir)"
+    return said
 
 
 def _not_trained(kind: str, backend: dict[str, Any], where: str) -> str:
@@ -183,6 +203,8 @@ def translate(entry: dict[str, Any], *, video: bool, where: str) -> tuple[list[t
     sizes, derived, notes = _sizes(entry, video=video)
     out.update(sizes)
     notes = ignored_notes(entry, IGNORED, MAPPED, where) + notes
+    if out.get("caption_extension") and not entry.get("disable_multiline_split"):
+        notes += multi_line_note(out.get("train_data_dir"), SIMPLETUNER)
     if extra:
         notes.append(ReadAs(f"`repeats: {extra}` as {extra + 1} passes: SimpleTuner counts those after the first"))
     probability = entry.get("probability", 1)
@@ -210,10 +232,11 @@ def _refuse(entry: dict[str, Any], where: str) -> None:
 
 
 def _source(entry: dict[str, Any], where: str) -> dict[str, Any]:
-    """The backend's folder (``type: local``) or Hub dataset (``type: huggingface``)."""
+    """The backend's folder (``type: local``) or Hub dataset (``type: huggingface``: its name, split and columns,
+    given beside the other keys or in its ``huggingface`` block, with SimpleTuner's defaults)."""
     kind = entry.get("type", "local")
-    if kind == "huggingface" and entry.get("dataset_name"):
-        return {"dataset_name": entry["dataset_name"]}
+    if kind == "huggingface":
+        return _hub_source(entry, where)
     if kind != "local":
         raise UserError(
             f"{where} is a `type: {kind}` backend: dit-lora reads a local folder or a Hub dataset (`type: "
@@ -228,8 +251,33 @@ def _source(entry: dict[str, Any], where: str) -> dict[str, Any]:
     return {"train_data_dir": folder} if folder else {}
 
 
+def _hub_source(entry: dict[str, Any], where: str) -> dict[str, Any]:
+    """A ``type: huggingface`` backend as a Hub dataset set (SimpleTuner's ``config/image.py`` and its metadata
+    backend's defaults: split ``train``, columns ``image``, ``video`` and ``caption``)."""
+    block = entry["huggingface"] if isinstance(entry.get("huggingface"), dict) else {}
+    name = entry.get("dataset_name", block.get("dataset_name"))
+    caption = block.get("caption_column", "caption")
+    if not name or not isinstance(caption, str):
+        raise UserError(
+            f"{where} is a `type: huggingface` backend "
+            + (
+                "without `dataset_name`: name the Hub dataset."
+                if not name
+                else f"with several caption columns "
+                f"({caption}): dit-lora reads one; keep one in `huggingface.caption_column`."
+            )
+        )
+    return {
+        "dataset_name": name,
+        "dataset_split": entry.get("split", block.get("split", "train")),
+        "image_column": entry.get("image_column", block.get("image_column", "image")),
+        "caption_column": caption,
+    }
+
+
 def _captions(entry: dict[str, Any], where: str) -> dict[str, Any]:
-    """The backend's captions: ``textfile``, ``instanceprompt`` (or ``only_instance_prompt``); others refused."""
+    """The backend's captions: ``textfile``, ``instanceprompt`` (or ``only_instance_prompt``), a Hub dataset's
+    caption column (``huggingface``, its default there); others refused."""
     prompt = entry.get("instance_prompt")
     if entry.get("only_instance_prompt") or entry.get("caption_strategy") == "instanceprompt":
         if not isinstance(prompt, str) or not prompt.strip():
@@ -239,7 +287,10 @@ def _captions(entry: dict[str, Any], where: str) -> dict[str, Any]:
                 + ": dit-lora gives every file of a set one caption. Give one `instance_prompt` string."
             )
         return {"instance_prompt": prompt}
-    strategy = entry.get("caption_strategy", "filename")
+    hub = entry.get("type") == "huggingface"
+    strategy = entry.get("caption_strategy", "huggingface" if hub else "filename")
+    if strategy == "huggingface" and hub:
+        return {}  # the dataset's caption column (_hub_source)
     if strategy == "textfile":
         return {"caption_extension": ".txt"}
     if strategy == "filename":
@@ -247,8 +298,8 @@ def _captions(entry: dict[str, Any], where: str) -> dict[str, Any]:
             f"{where} captions each file with its name (`caption_strategy: filename`"
             + ("" if "caption_strategy" in entry else ", SimpleTuner's default when a backend gives none")
             + "), which dit-lora does not: it reads a caption file beside each file, or metadata.jsonl. Write them "
-            'from the names (in the folder: `for f in *.*; do n=${f%.*}; echo "${n//_/ }" > "$n.txt"; done`) and '
-            "set `caption_strategy: textfile`."
+            f"from the names as SimpleTuner makes them (in the folder: `{captions_from_names(True)}`) and set "
+            "`caption_strategy: textfile`."
         )
     raise UserError(
         f"{where} gives `caption_strategy: {strategy}`, whose captions dit-lora does not read: it reads a caption file "
@@ -258,7 +309,7 @@ def _captions(entry: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _side(entry: dict[str, Any]) -> tuple[int, ReadAs | None]:
     """The side of the square whose area the backend's buckets take, and a note when SimpleTuner sizes otherwise."""
-    value = entry.get("resolution", DEFAULT_RESOLUTION)
+    value = entry["resolution"]
     kind = entry.get("resolution_type", DEFAULT_TYPE)
     if kind == "area":  # megapixels: SimpleTuner's square side, aligned
         side = max(ALIGNMENT, round(math.sqrt(float(value) * 1e6) / ALIGNMENT) * ALIGNMENT)
@@ -274,16 +325,19 @@ def _side(entry: dict[str, Any]) -> tuple[int, ReadAs | None]:
 
 def _sizes(entry: dict[str, Any], *, video: bool) -> tuple[dict[str, Any], Derived, list[str]]:
     """The backend's sizes as dit-lora's options: an image backend's bucket area (and the square crop), a clip
-    backend's side (fitted to the family: ``Derived.fit``) and frames, each clip's first (SimpleTuner truncates)."""
-    side, note = _side(entry)
+    backend's side (fitted to the family: ``Derived.fit``) and frames, each clip's first (SimpleTuner truncates). A
+    backend without ``resolution`` takes SimpleTuner's ``--resolution``, a run option: here the run's own size."""
+    side, note = _side(entry) if "resolution" in entry else (None, None)
     notes: list[str] = [note] if note else []
     clip: dict[str, Any] = entry["video"] if isinstance(entry.get("video"), dict) else {}
+    square = (
+        {"aspect_buckets": "square"} if entry.get("crop") and entry.get("crop_aspect", "square") == "square" else {}
+    )
     if not video:
         if clip:
             notes.append(f"`video: {clip}` (an image family reads no clips)")
-        square = entry.get("crop") and entry.get("crop_aspect", "square") == "square"
-        return ({"resolution": side, "aspect_buckets": "square"} if square else {"resolution": side}), Derived(), notes
-    out: dict[str, Any] = {"height": side, "width": side}
+        return ({} if side is None else {"resolution": side}) | square, Derived(), notes
+    out: dict[str, Any] = {} if side is None else {"height": side, "width": side}
     implied = {}
     if clip.get("num_frames"):
         out["max_num_frames"] = int(clip["num_frames"])
@@ -292,7 +346,7 @@ def _sizes(entry: dict[str, Any], *, video: bool) -> tuple[dict[str, Any], Deriv
     for key in ("min_frames", "max_frames", "is_i2v", "bucket_strategy"):
         if key in clip and not (key == "min_frames" and clip[key] == clip.get("num_frames")):
             notes.append(f"`video.{key}: {clip[key]}` ({_CLIP_WHY[key]})")
-    return out, Derived(implied=implied, fit={"side": side}), notes
+    return out, Derived(implied=implied, fit={} if side is None else {"side": side}), notes
 
 
 _CLIP_WHY = {

@@ -44,8 +44,9 @@ _FIX = (
     "`iconv -f LATIN1 -t UTF-8 in.txt > out.txt`, with the file's own encoding: SHIFT_JIS, UTF-16LE, CP1252)"
 )
 _CONTROL_FIX = (
-    "Remove those bytes (`tr -d '\\000-\\010\\013\\014\\016-\\037\\177' < in.txt > out.txt`, or write the "
-    "captions again: `dit-lora caption --overwrite` writes clean text)"
+    "Remove those bytes (`tr -d '\\000-\\010\\013\\014\\016-\\037\\177' < in.txt > out.txt`; C1 codes, U+0080 to "
+    "U+009F, are two bytes that tr cannot take out: write those captions again), or write the captions again: "
+    "`dit-lora caption --overwrite` writes clean text)"
 )
 #: control characters no caption holds: C0 but tab, line feed and carriage return; DEL; C1
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")

@@ -32,9 +32,8 @@ def _model_path(model: ModelOptions) -> str:
 _HUB_UNREACHABLE = False
 #: whether the Hub was probed yet in this process (:func:`_probe_hub`)
 _HUB_PROBED = False
-#: seconds the probe waits for the Hub's answer: huggingface_hub's own requests retry five times with backoff (about
-#: 30 s) before they give up on a connection that cannot be made
-HUB_PROBE_SECONDS = 3.0
+#: the probe waits for the Hub's answer as long as huggingface_hub waits for a file's (its ``HF_HUB_ETAG_TIMEOUT``,
+#: 10 s by default): a slow proxy is not taken for no Hub; its own requests would then retry five times with backoff
 
 
 def _probe_hub() -> None:
@@ -53,15 +52,16 @@ def _probe_hub() -> None:
     try:
         from huggingface_hub.utils import get_session
 
-        get_session().head(constants.ENDPOINT, timeout=HUB_PROBE_SECONDS)
+        get_session().head(constants.ENDPOINT, timeout=constants.HF_HUB_ETAG_TIMEOUT)
     except Exception as err:  # any transport error (DNS, refused, timeout, proxy): no answer
         _HUB_UNREACHABLE = True
         from dit_lora.core.progress import say
 
         reason = " ".join(str(err).split())[:120] or type(err).__name__
         say(
-            f"note: the Hub ({constants.ENDPOINT}) cannot be reached ({reason}): model configs are read from the "
-            "Hub cache, else from dit-lora's catalogue (set HF_HUB_OFFLINE=1 to skip this check)"
+            f"note: the Hub ({constants.ENDPOINT}) gave no answer within {constants.HF_HUB_ETAG_TIMEOUT} s ({reason}): "
+            "model configs are read from the Hub cache, else from dit-lora's catalogue (HF_HUB_ETAG_TIMEOUT waits "
+            "longer; HF_HUB_OFFLINE=1 skips this check)"
         )
 
 

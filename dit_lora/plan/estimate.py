@@ -196,6 +196,8 @@ class Plan:
     host_stored: dict[str, int] = field(default_factory=dict)
     host_converted: dict[str, int] = field(default_factory=dict)
     ema_host_bytes: int = 0
+    #: the run's images take one fixed size (``--aspect_buckets WxH``): the ladder cuts that size, not --resolution
+    fixed_size: bool = False
 
     def cache_parked_bytes(self) -> int:
         """The trained model's bytes the caching phase does not hold on the device (:func:`cache_parked`)."""
@@ -721,21 +723,6 @@ def plan_run(
     if len(settings) == 1 and capacity is not None and plan.peak_memory_bytes > capacity:
         other, _, _ = traces((not checkpointing,), shares=False)
         plan.steps = sorted([*steps, *other], key=lambda step: step.checkpointing)  # as both_settings lists them
-    return _only_runnable_levers(plan)
-
-
-def _only_runnable_levers(plan: Plan) -> Plan:
-    """Keep the ladder to the quantization levers that run on the plan's device (a flag the run would refuse, or nf4
-    where ``doctor`` warns it rounds wrongly, is no advice): the others' savings are dropped, the plan's own scheme
-    kept (the levers undo it by its savings)."""
-    runnable = quantize.runnable_schemes(plan.device)
-    plan.quantize_savings = {
-        scheme: saved
-        for scheme, saved in plan.quantize_savings.items()
-        if scheme in runnable or scheme == plan.quantized
-    }
-    if "nf4" not in runnable:  # --quantize_text_encoder is bitsandbytes' nf4 too
-        plan.nf4_text_encoder_savings = plan.nf4_model_savings = 0
     return plan
 
 

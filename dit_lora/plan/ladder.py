@@ -157,7 +157,7 @@ def _nf4(plan: Plan, capacity: int) -> Plan | None:
 
 def _fewer_tokens(plan: Plan, capacity: int) -> Plan | None:
     """The largest cut of the largest bucket that fits, else the smallest the ladder proposes."""
-    cuts = levers.token_cuts(levers.largest_bucket(plan))
+    cuts = levers.token_cuts(levers.largest_bucket(plan), plan.fixed_size)
     tried = [levers.with_tokens(plan, share, bucket) for share, bucket, _ in cuts]
     return next((p for p in tried if _fits(p, capacity)), tried[-1] if tried else None)
 

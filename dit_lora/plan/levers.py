@@ -18,6 +18,7 @@ import dataclasses
 import re
 
 from dit_lora.data.frames import frame_rule, latent_frames
+from dit_lora.modeling import quantize
 from dit_lora.plan.estimate import Plan, StepTrace, swap_fields
 
 #: image sizes come down in steps of this many pixels (a multiple of every family's VAE x patch size)
@@ -26,6 +27,21 @@ SIZE_STEP = 64
 MIN_SIDE, MIN_FRAMES = 256, 5
 #: --quantize_base schemes bitsandbytes or torchao load: block swap cannot park their weights, FSDP2 cannot shard them
 LIBRARY_QUANTIZED = ("nf4", "int8", "fp8")
+
+
+def only_runnable(plan: Plan) -> Plan:
+    """``plan`` with the quantization levers that do not run on its device (this machine's) taken out of the
+    ladder's reach: a flag the run would refuse, or nf4 where ``doctor`` warns it rounds wrongly, is no advice. The
+    others' savings are dropped, the plan's own scheme kept (the levers undo it by its savings)."""
+    runnable = quantize.runnable_schemes(plan.device)
+    savings = {s: saved for s, saved in plan.quantize_savings.items() if s in runnable or s == plan.quantized}
+    nf4 = "nf4" in runnable  # --quantize_text_encoder is bitsandbytes' nf4 too
+    return dataclasses.replace(
+        plan,
+        quantize_savings=savings,
+        nf4_text_encoder_savings=plan.nf4_text_encoder_savings if nf4 else 0,
+        nf4_model_savings=plan.nf4_model_savings if nf4 else 0,
+    )
 
 
 def _model_bytes(plan: Plan) -> int:
@@ -145,12 +161,12 @@ def with_tokens(plan: Plan, share: float, bucket: str) -> Plan:
     return dataclasses.replace(plan, steps=steps, cache_phase_bytes=cache, encode_peak_bytes=encode)
 
 
-def token_cuts(bucket: str) -> list[tuple[float, str, list[str]]]:
+def token_cuts(bucket: str, fixed: bool = False) -> list[tuple[float, str, list[str]]]:
     """Smaller sizes of ``bucket`` (``F x H x W`` for video, ``W x H px`` for images), largest first, each as (share
     of the tokens, the new bucket, the flags that ask for it): video loses frames first, in the ``4k + 1`` rule
     (the share is the latent frames'); images come down :data:`SIZE_STEP` pixels a side at the same aspect, in the
-    options an image family takes: the ``--resolution`` square (the largest ``auto`` bucket is that square), or a
-    fixed ``--aspect_buckets WxH`` for a fixed size that is not square."""
+    options an image family takes: the ``--resolution`` square (the largest ``auto`` or ``square`` bucket is that
+    square), or, for a run of one fixed size (``fixed``; any size not square is one), ``--aspect_buckets WxH``."""
     video = re.fullmatch(r"(\d+) x (\d+) x (\d+)", bucket)
     if video:
         frames, height, width = map(int, video.groups())
@@ -168,7 +184,7 @@ def token_cuts(bucket: str) -> list[tuple[float, str, list[str]]]:
     top = (height - 1) // SIZE_STEP * SIZE_STEP  # the largest multiple of the step below the bucket's height
     for h in range(top, MIN_SIDE - 1, -SIZE_STEP):
         w = h if width == height else max(SIZE_STEP, round(width * h / height / SIZE_STEP) * SIZE_STEP)
-        flags = ["--resolution", str(h)] if w == h else ["--aspect_buckets", f"{w}x{h}"]
+        flags = ["--resolution", str(h)] if w == h and not fixed else ["--aspect_buckets", f"{w}x{h}"]
         cuts.append((h * w / (height * width), f"{w} x {h} px", flags))
     return cuts
 
@@ -192,7 +208,8 @@ def flags_between(before: Plan, after: Plan) -> list[str]:
         flags += ["--blocks_to_swap", str(after.blocks_to_swap)]
     cut = largest_bucket(after)
     if cut != largest_bucket(before):
-        flags += next((f for _, bucket, f in token_cuts(largest_bucket(before)) if bucket == cut), [])
+        cuts = token_cuts(largest_bucket(before), before.fixed_size)
+        flags += next((f for _, bucket, f in cuts if bucket == cut), [])
     return flags
 
 

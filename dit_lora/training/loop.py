@@ -285,11 +285,11 @@ def _log_window(run: Run, progress: Progress, reading: GuardReading, step_time: 
         postfix.update(skipped=reading.skipped, nan_loss=reading.nonfinite_losses, nan_grad=reading.nonfinite_grads)
     if guard.rollbacks:
         postfix["rollbacks"] = len(guard.rollbacks)
-    if state.validation_losses:  # the last held-out loss stays on the line between evaluations
-        postfix["val_loss"] = f"{state.validation_losses[-1][1]:.4f}"
     # the values stay on the lines until the next check: which step they were read at, never passed off as the
     # current step's (a plain line every sixth step showed step 24's values again at step 30)
     postfix["read at"] = f"step {state.global_step}"
+    if state.validation_losses:  # the last held-out loss stays on the line between evaluations
+        postfix["val_loss"] = f"{state.validation_losses[-1][1]:.4f}"
     progress.set_postfix(postfix)
     values = {
         "lr": lr,

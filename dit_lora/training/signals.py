@@ -34,6 +34,7 @@ gets neither, so ``nohup`` or a closed terminal does not stop it.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import shlex
@@ -231,6 +232,7 @@ def current() -> StopSignals:
         _current = StopSignals()
         _current.install()
         watch_launcher()
+        atexit.register(exiting)  # once per process: release() leaves nothing for it to do
     return _current
 
 
@@ -248,10 +250,11 @@ def release() -> None:
 
 
 def exiting() -> None:
-    """The process is about to exit with the code its run decided: the stop signals this module handles are ignored
-    from here on. Python's finalization resets a handler it installed to the default (``_PySignal_Fini``; an ignored
-    signal stays ignored), so a Ctrl-C during the seconds of teardown after a completed run killed the process by
-    SIGINT, and the launcher said "killed by SIGINT (exit 130)" of a run whose summary said completed."""
+    """The last ``atexit`` callback of a process whose handlers are installed (:func:`current` registers it first, so
+    it runs after every other: a tracker's upload there can still be stopped by a second signal): the stop signals
+    this module handles are ignored from here on. Python's finalization then resets a handler it installed to the
+    default (``_PySignal_Fini``; an ignored signal stays ignored), so a Ctrl-C in that last teardown killed the process
+    by SIGINT, and the launcher said "killed by SIGINT (exit 130)" of a run whose summary said completed."""
     if _current is None or threading.current_thread() is not threading.main_thread():
         return
     for signum in _current._previous:

@@ -180,5 +180,6 @@ def test_prodigy_without_a_learning_rate_takes_its_multiplier_of_one_over_the_ca
     assert any("--learning_rate" in line and "Prodigy finds its own step size" in line for line in chosen.lines())
     cfg, chosen = _resolve(folder, "cogvideox", "--optimizer", "prodigy", "--learning_rate", "0.5")
     assert cfg.training.learning_rate == 0.5  # the user's value stays
+    assert "learning_rate" not in chosen.overridden  # not "yours (the catalogue's: 1)": 1.0 is Prodigy's, not the entry's
     cfg, _ = _resolve(folder, "cogvideox")
     assert cfg.training.learning_rate == 2e-5  # AdamW keeps the entry's

@@ -55,8 +55,8 @@ def test_simpletuners_video_example_for_a_video_family(tmp_path):
     ({"resolution": 1024, "repeats": 2}, {"resolution": 1024}, 3),  # 2 passes after the first
     ({"resolution": 1.0, "resolution_type": "area"}, {"resolution": 1024}, 1),  # megapixels, SimpleTuner's 64 step
     ({"resolution": 768, "crop": True, "crop_aspect": "square"}, {"resolution": 768, "aspect_buckets": "square"}, 1),
-    ({}, {"resolution": 1024}, 1),  # SimpleTuner's --resolution 1024 and pixel_area
-    ({"max_num_samples": 10}, {"resolution": 1024, "max_train_samples": 10}, 1),
+    ({}, {}, 1),  # no resolution: SimpleTuner's --resolution, a run option: the run's own size here
+    ({"max_num_samples": 10}, {"max_train_samples": 10}, 1),
 ])
 def test_simpletuners_image_backend_sizes_repeats_and_caps(tmp_path, backend, options, repeats):
     (photos,) = _simpletuner(tmp_path, **backend).sets
@@ -95,16 +95,16 @@ def test_what_would_train_otherwise_is_refused_in_one_paragraph(tmp_path, backen
     assert words in str(err.value) and "backend `photos`" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_mask_and_filter_backends_are_refused_with_what_to_do(tmp_path):
+def test_a_mask_backend_is_refused_with_what_to_do_and_a_caption_filter_named(tmp_path):
     mask = {"id": "masks", "type": "local", "dataset_type": "conditioning", "conditioning_type": "mask",
             "instance_data_dir": "masks"}
     image = {"id": "photos", "type": "local", "instance_data_dir": "photos", "caption_strategy": "textfile",
              "conditioning_data": "masks"}
     with pytest.raises(UserError, match=r"mask backend .* `<image>_mask.png`, with --masked_loss"):
         read_dataset_config(_write(tmp_path, "m.json", [image, mask]))
-    embeds = {**SIMPLETUNER_WAN[1], "caption_filter_list": ["a photo of"]}
-    with pytest.raises(UserError, match="rewrites every caption through it"):
-        read_dataset_config(_write(tmp_path, "m.json", [image | {"conditioning_data": None}, embeds]))
+    embeds = {**SIMPLETUNER_WAN[1], "caption_filter_list": ["a photo of"]}  # a change of the captions: named
+    note = read_dataset_config(_write(tmp_path, "m.json", [image | {"conditioning_data": None}, embeds])).note
+    assert "`caption_filter_list: ['a photo of']` (SimpleTuner rewrites every caption through it" in note
 
 
 def test_disabled_backends_are_left_out_and_a_file_with_none_enabled_is_refused(tmp_path):
@@ -235,7 +235,10 @@ def test_diffusion_pipes_example_for_an_image_family(tmp_path):
 def test_diffusion_pipes_frame_buckets_for_a_video_family(tmp_path):
     read = read_dataset_config(_write(tmp_path, "dataset.toml", DIFFUSION_PIPE_TOML), video=True)
     (clips,) = read.sets
-    assert clips.options["frame_buckets"] == "1x512x512,33x512x512" and clips.options["frame_sampling"] == "first"
+    # bucket 1 is diffusion-pipe's images: dit-lora gives images one-frame buckets of their own, and a clip too short
+    # for 33 frames is left out, as diffusion-pipe drops it (never trained as a still)
+    assert clips.options["frame_buckets"] == "33x512x512" and clips.options["frame_sampling"] == "first"
+    assert "frame_sampling" in clips.derived.implied  # --frame_sampling on the command line takes its place
     assert "`frame_buckets` of clips at their own frame rate" in read.note
 
 
@@ -282,7 +285,7 @@ def test_cosmos_size_buckets(tmp_path):
     (one,) = read_dataset_config(_write(tmp_path, "d.toml", text.replace(", [960, 704, 1]", ""))).sets
     assert one.options["aspect_buckets"] == "960x960"
     (clips,) = read_dataset_config(_write(tmp_path, "d.toml", text.replace("704, 1]", "704, 33]")), video=True).sets
-    assert clips.options["frame_buckets"] == "1x960x960,33x704x960"
+    assert clips.options["frame_buckets"] == "33x704x960"
 
 
 def test_dit_loras_own_keys_pass_through_a_peers_entry(tmp_path):
@@ -296,6 +299,7 @@ def test_dit_loras_own_keys_pass_through_a_peers_entry(tmp_path):
 
 @pytest.mark.parametrize("name, content, peer", [
     ("concepts.json", [ONETRAINER_CONCEPT], "OneTrainer's"),
+    ("config.json", {"training_method": "LORA", "concepts": [ONETRAINER_CONCEPT]}, "OneTrainer's"),
     ("multidatabackend.json", SIMPLETUNER_WAN, "SimpleTuner's"),
     ("dataset.toml", DIFFUSION_PIPE_TOML, "diffusion-pipe's"),
 ])
@@ -306,3 +310,63 @@ def test_a_peers_dataset_file_given_as_the_run_config_names_dataset_config(tmp_p
     with pytest.raises(UserError) as err:
         parse_config(["--config", path])
     assert f"is {peer} dataset" in str(err.value) and f"pass it as --dataset_config {path}" in str(err.value)
+
+
+def test_a_simpletuner_hub_backend_reads_its_dataset_with_simpletuners_defaults(tmp_path):
+    hub = {"id": "domo", "type": "huggingface", "dataset_name": "RareConcepts/Domokun", "resolution": 1024,
+           "resolution_type": "pixel_area", "metadata_backend": "huggingface", "caption_strategy": "huggingface"}
+    (domo,) = read_dataset_config(_write(tmp_path, "m.json", [hub])).sets
+    assert domo.options == {"dataset_name": "RareConcepts/Domokun", "dataset_split": "train", "image_column": "image",
+                            "caption_column": "caption", "resolution": 1024}
+    block = {"id": "b", "type": "huggingface", "huggingface": {"dataset_name": "me/set", "split": "val",
+                                                                "caption_column": "text", "image_column": "jpg"}}
+    (b,) = read_dataset_config(_write(tmp_path, "m.json", [block])).sets  # no caption_strategy: SimpleTuner's hub one
+    assert (b.options["dataset_name"], b.options["dataset_split"], b.options["caption_column"],
+            b.options["image_column"]) == ("me/set", "val", "text", "jpg")
+
+
+def test_multi_line_caption_files_are_said_read_whole(tmp_path):
+    """SimpleTuner (unless `disable_multiline_split`) and OneTrainer take each line as a caption of its own."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a red square\na square in red\n")
+    (folder / "b.txt").write_text("one line\n")
+    note = _simpletuner(tmp_path, instance_data_dir=str(folder)).note
+    assert "1 caption file(s) of several lines (a.txt) read whole, each one caption: SimpleTuner takes each" in note
+    note = _simpletuner(tmp_path, instance_data_dir=str(folder), disable_multiline_split=True).note
+    assert "several lines" not in note and "disable_multiline_split" not in note  # what dit-lora does, said nothing
+    note = _concepts(tmp_path, ONETRAINER_CONCEPT | {"path": str(folder)}).note
+    assert "OneTrainer takes each line as a caption of its own" in note
+
+
+def test_onetrainers_mask_and_condition_files_are_not_trained_as_images(tmp_path):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    (folder / "a.png").write_bytes(b"")
+    (folder / "a-masklabel.png").write_bytes(b"")
+    with pytest.raises(UserError, match=r"`a-masklabel.png` is OneTrainer's mask .* `a_mask.png`"):
+        _concepts(tmp_path, ONETRAINER_CONCEPT | {"path": str(folder)})
+    (folder / "a-masklabel.png").rename(folder / "a-condlabel.png")
+    with pytest.raises(UserError, match="conditioning image of an image"):
+        _concepts(tmp_path, ONETRAINER_CONCEPT | {"path": str(folder)})
+
+
+def test_onetrainers_subdirectories_read_as_dit_lora_reads_them_are_not_named(tmp_path):
+    (tmp_path / "training_data" / "sub").mkdir(parents=True)
+    read = _concepts(tmp_path, ONETRAINER_CONCEPT | {"path": str(tmp_path / "training_data"),
+                                                     "include_subdirectories": True})
+    assert read.note is None
+
+
+def test_two_entries_of_one_name_are_numbered_and_one_area_given_twice_is_one_set(tmp_path):
+    read = _concepts(tmp_path, ONETRAINER_CONCEPT, ONETRAINER_CONCEPT | {"path": "more"})
+    assert [s.name for s in read.sets] == ["Training Images", "Training Images-2"]
+    text = "resolutions = [512, [512, 512]]\n[[directory]]\npath = '/d'\n"
+    assert [s.options["resolution"] for s in read_dataset_config(_write(tmp_path, "d.toml", text)).sets] == [512]
+
+
+def test_a_simpletuner_clip_backend_without_resolution_takes_the_runs_size(tmp_path):
+    clips = SIMPLETUNER_WAN[0] | {}
+    clips.pop("resolution")
+    (one,) = read_dataset_config(_write(tmp_path, "m.json", [clips]), video=True).sets
+    assert "height" not in one.options and one.derived.fit == {}

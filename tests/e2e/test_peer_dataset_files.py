@@ -102,7 +102,7 @@ def test_diffusion_pipes_frame_buckets_and_simpletuners_video_backend_train_wan(
     summary, _ = train_in_process(model, clips, tmp_path / "dp", dataset_config=dataset_toml, **WAN)
     log = capsys.readouterr().out
     assert isinstance(summary, dict) and summary["status"] == "completed", (summary, log[-3000:])
-    assert "buckets (frames x height x width): 1x64x64, 5x64x64" in log  # the still in diffusion-pipe's bucket 1
+    assert "buckets (frames x height x width): 5x64x64, 1x64x64" in log  # the still in a one-frame bucket of its own
     assert summary["data_sets"][0]["samples"] == 4 and summary["quarantine"] == []
     backends = [{"id": "clips", "type": "local", "dataset_type": "video", "instance_data_dir": str(clips),
                  "caption_strategy": "textfile", "resolution": 64, "video": {"num_frames": 9, "min_frames": 9}}]

@@ -21,6 +21,7 @@ def _sana(tiny_sana, *flags: str) -> list[str]:
 @pytest.mark.parametrize("size", [
     ["--resolution", "544"],  # not a multiple of the 64-pixel step: the cut's sides came out unequal (--height/--width)
     ["--aspect_buckets", "768x512"],  # a fixed size that is not square
+    ["--aspect_buckets", "512x512"],  # a fixed square: --resolution would change nothing (a fixed size ignores it)
 ])
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_every_rung_of_an_image_family_is_accepted_with_its_own_size_option(tiny_sana, size, device):
@@ -33,7 +34,8 @@ def test_every_rung_of_an_image_family_is_accepted_with_its_own_size_option(tiny
         assert int(cut[-1]) % 64 == 0 and int(cut[-1]) < 544
     else:
         width, height = map(int, cut[-1].split("x"))
-        assert width < 768 and height < 512 and abs(width / height - 1.5) < 0.1
+        wide, high = map(int, size[1].split("x"))
+        assert width < wide and height < high and abs(width / height - wide / high) < 0.1
     for flags in lines:
         accepted(args, flags, device)
 
@@ -56,8 +58,9 @@ def test_on_a_cpu_where_nf4_rounds_wrongly_no_lever_proposes_it(tiny_sana, monke
     assert found.base.quantize_savings.get("nf4") and found.base.nf4_text_encoder_savings
 
 
-def test_a_gpu_plan_made_on_a_cpu_keeps_every_lever(tiny_sana):
+def test_a_gpu_plan_made_on_a_cpu_keeps_every_lever(tiny_sana, monkeypatch):
     """Planning for a GPU this machine does not have: the levers are the GPU's, not this CPU's."""
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)  # a CPU machine, wherever the test runs
     found = climbed(_sana(tiny_sana, "--resolution", "512"), "cuda")
     assert set(found.base.quantize_savings) == {"nf4", "int8", "fp8", "fp8_scaled"}
 
@@ -73,3 +76,25 @@ def test_an_absurd_size_is_refused_in_a_second_before_any_tracing(tiny_sana, fla
                                         r"natively is 4096"):
         _main(["plan", *_sana(tiny_sana, *flags), "--device", "cpu"])
     assert time.monotonic() - started < 5  # it took 239 s of aspect buckets and tracing
+
+
+def test_a_plan_for_another_card_keeps_every_lever_and_the_command_says_so(tiny_sana, monkeypatch):
+    """`dit-lora plan --gpu_memory 80GB` on a machine with another GPU judged the levers by the local card."""
+    import dit_lora.plan as plan_package
+    from dit_lora.commands.cli import _main
+    from dit_lora.modeling import quantize
+    from dit_lora.plan import make_plan
+    from dit_lora.setup.resolve import resolve
+
+    monkeypatch.setattr(quantize, "runnable_schemes", lambda device: {"fp8_scaled"})  # this machine's card
+    resolved = resolve(_sana(tiny_sana, "--resolution", "256"), needs_data=False, build_demo=False, validate=False)
+    here = make_plan(resolved.config, resolved.spec, device="cuda")
+    there = make_plan(resolved.config, resolved.spec, device="cuda", levers_here=False)
+    assert set(here.quantize_savings) == {"fp8_scaled"} and set(there.quantize_savings) == {"nf4", "int8", "fp8",
+                                                                                            "fp8_scaled"}
+    asked = []
+    real = plan_package.make_plan
+    monkeypatch.setattr(plan_package, "make_plan", lambda *a, **k: asked.append(k["levers_here"]) or real(*a, **k))
+    for flags in (["--gpu_memory", "80GB"], ["--device", "cpu", "--gpu_memory", "8GB"], []):
+        _main(["plan", *_sana(tiny_sana, "--resolution", "256"), *flags])
+    assert asked == [False, True, True]

@@ -328,16 +328,18 @@ def test_a_launched_process_gets_sigterm_when_its_launcher_dies(tmp_path, launch
     assert result.read_text() == ("TERM" if launched else "survived")
 
 
-@pytest.mark.parametrize("exiting", [True, False])
-def test_a_stop_signal_during_teardown_after_a_finished_run_keeps_its_exit_code(exiting):
+@pytest.mark.parametrize("registered", [True, False])
+def test_a_stop_signal_during_teardown_after_a_finished_run_keeps_its_exit_code(registered):
     """Issue 76: a Ctrl-C after a completed run (its summary written) reached the process in Python's finalization,
     which resets the handlers it installed to the default: the process died by SIGINT and `dit-lora launch` said
-    "killed by SIGINT (exit 130)". After signals.exiting() (what the entry points call last) it exits as decided.
-    The signal comes from an object collected with the main module, after the handlers were reset."""
+    "killed by SIGINT (exit 130)". The handlers' last atexit callback (signals.exiting) keeps the exit code. The signal
+    comes from an object collected with the main module, after the handlers were reset."""
     code = textwrap.dedent(f"""
-        import os, signal, sys, time
+        import atexit, os, signal, sys, time
         from dit_lora.training import signals
         stop = signals.current(); stop.end()  # a recipe's handlers, train() returned
+        if not {registered}:
+            atexit.unregister(signals.exiting)
 
         class Late:
             def __del__(self):
@@ -345,11 +347,29 @@ def test_a_stop_signal_during_teardown_after_a_finished_run_keeps_its_exit_code(
                 time.sleep(0.3)
 
         late = Late()
-        try:
-            sys.exit(0)
-        finally:
-            if {exiting}:
-                signals.exiting()
+        sys.exit(0)
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == (0 if exiting else -signal.SIGINT), proc.stderr
+    assert proc.returncode == (0 if registered else -signal.SIGINT), proc.stderr
+
+
+def test_a_second_signal_in_an_atexit_callback_still_stops_at_once():
+    """Before the handlers' own last callback, a hung upload in another atexit callback stops at a second signal."""
+    code = textwrap.dedent("""
+        import atexit, os, signal, sys, time
+        from dit_lora.training import signals
+        stop = signals.current(); stop.end()
+
+        def hung_upload():  # registered after the handlers: runs before their exiting()
+            os.kill(os.getpid(), signal.SIGINT)
+            stop.first_at -= signals.REPEAT_WINDOW_S + 1
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+
+        atexit.register(hung_upload)
+        sys.exit(0)
+    """)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130 and time.monotonic() - started < 20, proc.stderr
+    assert "again: stopped at once" in proc.stderr
