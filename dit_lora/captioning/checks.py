@@ -1,6 +1,7 @@
 """The look over a run's captions printed at its end, as ``check-data`` looks over training captions: empty
-captions, captions cleaned of control characters, captions cut at ``--max_new_tokens``, a phrase the model got stuck repeating, and one caption given to
-several files (a captioner that says the same of everything is usually a prompt or model problem).
+captions, captions cleaned of control characters, captions cut at ``--max_new_tokens``, a phrase the model got stuck
+repeating, and one caption given to several files (a captioner that says the same of everything is usually a prompt
+or model problem).
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ def caption_report(captions: Sequence[CaptionFacts], *, max_new_tokens: int, wor
         lines.append(
             f"cleaned: {len(cleaned)} caption(s) held control characters (NUL, ESC, ...) or U+FFFD (bytes the model "
             f"produced that are no text), {sum(c.removed for c in captions)} in all, removed before writing "
-            f"({_names(cleaned)}): training refuses control characters, and U+FFFD stands for no text. A captioner that writes them is often too small or "
-            "broken: read its captions."
+            f"({_names(cleaned)}): training refuses control characters, and U+FFFD stands for no text. A captioner "
+            "that writes them is often too small or broken: read its captions."
         )
     cut = [c.key for c in captions if not c.finished]
     if cut:

@@ -135,9 +135,9 @@ def _add_push_and_export(sub) -> None:
         help="upload a finished run's adapter, card and samples to the Hub",
         description="Upload a finished run to a Hub model repo (created if it does not exist): its adapter files, "
         "the model card written for that repo (its snippet loads the adapter from the repo, never a path of this "
-        "machine), train_summary.json, the loss curve, the samples and the image the card conditions on; nothing else of the folder. Refused before "
-        "any upload when an adapter holds a NaN or Inf. The token comes from `hf auth login` or HF_TOKEN and is "
-        "never printed. What `--push_to_hub` does at the end of a run, for a run that finished without it.",
+        "machine), train_summary.json, the loss curve, the samples and the image the card conditions on; nothing "
+        "else of the folder. Refused before any upload when an adapter holds a NaN or Inf. The token comes from "
+        "`hf auth login` or HF_TOKEN and is never printed. What `--push_to_hub` does at the end of a run, for a run that finished without it.",
     )
     push.add_argument("output_dir", help="the --output_dir of a finished training run")
     push.add_argument("--hub_model_id", required=True, help="target model repo, e.g. username/my-sana-lora")

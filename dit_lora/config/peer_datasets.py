@@ -622,6 +622,6 @@ def ignored_paragraph(path, flavour: str, notes: list[str]) -> str | None:
     how = f" ({'; '.join(read_as)})" if read_as else ""
     left = f"; left out: {'; '.join(left_out)}" if left_out else ""
     return (
-        f"dataset config `{path}` ({flavour}'s): read as dit-lora's sets{how}{left}.{only} See docs/guides/migrating.md "
-        "for the mapping."
+        f"dataset config `{path}` ({flavour}'s): read as dit-lora's sets{how}{left}.{only} See "
+        "docs/guides/migrating.md for the mapping."
     )

@@ -52,10 +52,10 @@ IGNORED = {
 }
 #: keys that would train something else: refused, with what to do
 REFUSED = {
-    "mask_path": "diffusion-pipe reads each image's mask from a folder of its own; dit-lora reads a mask beside its image, "
-    "named `<image>_mask.png`, with --masked_loss: move the masks there under those names, and remove `mask_path`",
-    "default_mask_file": "dit-lora has no mask for images without one: give each image its `<image>_mask.png` beside it "
-    "(--masked_loss), and remove `default_mask_file`",
+    "mask_path": "diffusion-pipe reads each image's mask from a folder of its own; dit-lora reads a mask beside its "
+    "image, named `<image>_mask.png`, with --masked_loss: move the masks there under those names, and remove `mask_path`",
+    "default_mask_file": "dit-lora has no mask for images without one: give each image its `<image>_mask.png` beside "
+    "it (--masked_loss), and remove `default_mask_file`",
     "control_path": "control images train only the edit families, from their own control folder options",
 }
 #: the file's keys each translated option comes from (:func:`~.peer_datasets.their_keys_of`)
@@ -98,8 +98,9 @@ def translate(entry: dict[str, Any], *, video: bool, where: str) -> tuple[list[t
     if not float(repeats).is_integer() or float(repeats) < 1:
         raise UserError(
             f"{where} gives `num_repeats = {repeats}`: diffusion-pipe trains that share of its samples per epoch; "
-            "dit-lora repeats a set's samples a whole number of times. Give a whole `num_repeats` of 1 or more, or "
-            "`weight` in every directory for the share of batches each takes."
+            "dit-lora repeats a set's samples a whole number of times. Give a whole `num_repeats` of 1 or more; for a "
+            "share of the batches instead, give every directory `num_repeats = 1` and a `weight` (the probability a "
+            "batch comes from it)."
         )
     if int(repeats) != 1:
         out["repeats"] = int(repeats)

@@ -224,14 +224,15 @@ def _repeats(entry: dict[str, Any], where: str) -> int:
     if strategy == "REPEATS" and float(balancing) >= 1 and float(balancing).is_integer():
         return int(balancing)
     what = (
-        f"`balancing: {balancing}` with `balancing_strategy: SAMPLES` trains {balancing} of its images each epoch"
+        f"`balancing: {balancing}` with `balancing_strategy: SAMPLES`, which trains {balancing} of its images "
+        "each epoch"
         if strategy == "SAMPLES"
-        else f"`balancing: {balancing}` trains {balancing} times its images each epoch"
+        else f"`balancing: {balancing}`, which trains {balancing} times its images each epoch"
     )
     raise UserError(
         f"{where} gives {what}, walked on across epochs; dit-lora repeats a set's images a whole number of times. "
-        "Give a whole `balancing` of 1 or more (REPEATS), or `weight` in every concept for the share of batches each "
-        "takes."
+        "Give a whole `balancing` of 1 or more (REPEATS); for a share of the batches instead, give every concept "
+        "`balancing: 1` and a `weight` (the probability a batch comes from it)."
     )
 
 

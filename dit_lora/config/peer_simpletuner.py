@@ -158,7 +158,10 @@ def _embeds_note(name: str, kind: str, backend: dict[str, Any], where: str) -> s
     """The left-out note of a backend of embeddings, its caption filter named apart (it changes what trains)."""
     shown = [k for k in backend if k not in ("id", "dataset_type", "caption_filter_list")]
     keys = ", ".join(f"`{given(k, backend[k], toml=False)}`" for k in shown)
-    said = f"backend `{name}` (`dataset_type: {kind}`; {keys}: caption embeddings are cached with the latents, --cache_dir)"
+    said = (
+        f"backend `{name}` (`dataset_type: {kind}`; {keys}: caption embeddings are cached with the latents, "
+        "--cache_dir)"
+    )
     if backend.get("caption_filter_list"):  # a change of the captions, named as the peers' other ones are
         said += (
             f"; its `caption_filter_list: {backend['caption_filter_list']}` (SimpleTuner rewrites every caption "

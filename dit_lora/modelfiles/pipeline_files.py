@@ -32,14 +32,14 @@ def _model_path(model: ModelOptions) -> str:
 _HUB_UNREACHABLE = False
 #: whether the Hub was probed yet in this process (:func:`_probe_hub`)
 _HUB_PROBED = False
-#: the probe waits for the Hub's answer as long as huggingface_hub waits for a file's (its ``HF_HUB_ETAG_TIMEOUT``,
-#: 10 s by default): a slow proxy is not taken for no Hub; its own requests would then retry five times with backoff
 
 
 def _probe_hub() -> None:
     """Once per process, before the first small-file read from the Hub: a single request without retries (through
-    huggingface_hub's own session: its endpoint and proxies). Unreachable or ``HF_HUB_OFFLINE``: reads use the cache,
-    and what needs the Hub falls back (the catalogue's configs) in seconds, said once."""
+    huggingface_hub's own session: its endpoint and proxies), waiting as long as huggingface_hub waits for a file's
+    answer (``HF_HUB_ETAG_TIMEOUT``, 10 s by default: a slow proxy is not taken for no Hub). Its own requests would
+    retry five times with backoff, about 30 s. Unreachable or ``HF_HUB_OFFLINE``: reads use the cache, and what needs
+    the Hub falls back (the catalogue's configs) in seconds, said once."""
     global _HUB_PROBED, _HUB_UNREACHABLE
     if _HUB_PROBED:
         return

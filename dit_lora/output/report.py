@@ -429,8 +429,8 @@ def _strength_note(spec: FamilySpec, lora: LoraOptions) -> str:
     if spec.info.adapter_weight_name == ADAPTER_FILE and TYPES[lora.lora_type].diffusers_loads:
         as_is = [CONSUMER_NAMES.get(f, f) for f in spec.info.loads_as_is] if lora.lora_type == "lora" else []
         elsewhere = (
-            f"\nThe file loads in {' and '.join(as_is)} as it is (its LoRA loader, at the trained strength: checked with "
-            "its own code in dit-lora's tests); no export is needed."
+            f"\nThe file loads in {' and '.join(as_is)} as it is (its LoRA loader, at the trained strength: checked "
+            "with its own code in dit-lora's tests); no export is needed."
             if as_is
             else ""
         )

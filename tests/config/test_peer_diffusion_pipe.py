@@ -73,3 +73,12 @@ def test_cosmos_size_buckets(tmp_path):
     assert one.options["aspect_buckets"] == "960x960"
     (clips,) = read_dataset_config(write(tmp_path, "d.toml", text.replace("704, 1]", "704, 33]")), video=True).sets
     assert clips.options["frame_buckets"] == "33x704x960"
+
+
+def test_the_refusals_fix_for_a_share_of_batches_is_accepted(tmp_path):
+    """What the fractional-num_repeats paragraph advises (`num_repeats = 1` and a `weight` in every directory) reads."""
+    base = "resolutions = [512]\n[[directory]]\npath = '/a'\n{a}\n[[directory]]\npath = '/b'\nweight = 1\n"
+    with pytest.raises(UserError, match="give every directory `num_repeats = 1` and a `weight`"):
+        read_dataset_config(write(tmp_path, "d.toml", base.format(a="num_repeats = 0.5\nweight = 3")))
+    read = read_dataset_config(write(tmp_path, "d.toml", base.format(a="num_repeats = 1\nweight = 3")))
+    assert [s.weight for s in read.sets] == [3.0, 1.0]

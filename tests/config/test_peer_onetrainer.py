@@ -48,7 +48,7 @@ def test_onetrainers_validation_concept_and_legacy_keys(tmp_path):
 
 @pytest.mark.parametrize("change, words", [
     ({"type": "PRIOR_PREDICTION"}, "towards the base model's own prediction"),
-    ({"balancing": 0.0022}, "`balancing: 0.0022` trains 0.0022 times its images each epoch"),
+    ({"balancing": 0.0022}, "`balancing: 0.0022`, which trains 0.0022 times its images each epoch"),
     ({"balancing": 40, "balancing_strategy": "SAMPLES"}, "trains 40 of its images each epoch"),
     ({"text": {"prompt_source": "filename"}}, "captions each image with its file name"),
     ({"image": {"enable_resolution_override": True, "resolution_override": "512,768"}}, "one of several sizes"),
@@ -103,3 +103,12 @@ def test_onetrainers_subdirectories_read_as_dit_lora_reads_them_are_not_named(tm
     read = concepts(tmp_path, ONETRAINER_CONCEPT | {"path": str(tmp_path / "training_data"),
                                                      "include_subdirectories": True})
     assert read.note is None
+
+
+def test_the_refusals_fix_for_a_share_of_batches_is_accepted(tmp_path):
+    """What the fractional-balancing paragraph advises (`balancing: 1` and a `weight` in every concept) reads."""
+    with pytest.raises(UserError, match="give every concept `balancing: 1` and a `weight`"):
+        concepts(tmp_path, ONETRAINER_CONCEPT | {"balancing": 0.5})
+    read = concepts(tmp_path, ONETRAINER_CONCEPT | {"balancing": 1, "weight": 3},
+                    ONETRAINER_CONCEPT | {"name": "reg", "path": "reg", "weight": 1})
+    assert [(s.name, s.repeats, s.weight) for s in read.sets] == [("Training Images", 1, 3.0), ("reg", 1, 1.0)]
