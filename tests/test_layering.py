@@ -17,7 +17,7 @@ from pathlib import Path
 
 from helpers import ROOT
 
-from dit_lora.registry import BUILT_IN_PACKAGE, entries
+from dit_lora.registry import BUILT_IN, BUILT_IN_PACKAGE
 
 LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
@@ -46,27 +46,15 @@ def test_the_package_keeps_the_contract():
     assert "Contracts: 2 kept, 0 broken." in result.stdout
 
 
-def _family_package(entry) -> str | None:
-    """The package under ``dit_lora.families`` an entry's factory lives in (None: a family from elsewhere, a test's)."""
-    module = entry.factory if isinstance(entry.factory, str) else entry.factory.__module__
-    inside, _, rest = module.partition(":")[0].partition(BUILT_IN_PACKAGE + ".")
-    return rest.split(".")[0] if not inside and rest else None
-
-
-def test_the_families_contract_names_every_registered_family_package():
-    """pyproject's ``families`` contract keeps the family packages independent only of those it names: its upper layer
-    is exactly the packages the registry's entries live in, its lower one ``diffusion``, and every package under
-    ``dit_lora/families/`` is one of them (a family missing from the contract could import another unseen)."""
+def test_the_families_contract_covers_every_family_package_without_a_list():
+    """pyproject's ``families`` contract keeps every package under ``dit_lora.families`` independent of the others by
+    wildcard (adding a family edits no list there), and ``dit_lora/families/`` holds family packages only: each
+    folder is a registered built-in family (the kit lives in ``dit_lora.kit``)."""
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     contract = next(c for c in contracts if c["id"] == "families")
-    assert contract["containers"] == [BUILT_IN_PACKAGE]
-    layers = [{name.strip() for name in layer.split("|")} for layer in contract["layers"]]
-    registered = {_family_package(e) for e in entries()} - {None}
-    assert layers[1:] == [{"diffusion"}], contract["layers"]
-    assert layers[0] == registered, (f"pyproject's families contract: add {sorted(registered - layers[0])}, "
-                                     f"drop {sorted(layers[0] - registered)}")
+    assert contract["type"] == "independence" and contract["modules"] == [BUILT_IN_PACKAGE + ".*"], contract
     folders = {p.parent.name for p in (ROOT / "dit_lora" / "families").glob("*/__init__.py")}
-    assert folders == registered | {"diffusion"}, "a package under dit_lora/families/ that no registry entry names"
+    assert folders == set(BUILT_IN), "a package under dit_lora/families/ that is not a registered family"
 
 
 def test_a_planted_upward_import_fails_naming_it(tmp_path):
@@ -97,17 +85,18 @@ def test_a_planted_upward_import_fails_naming_it(tmp_path):
     assert "dit_lora.core.errors -> dit_lora.training.run" not in out
 
 
-def test_the_diffusion_base_imports_no_family(tmp_path):
-    """families.diffusion sits below the family packages (the "families" contract's lower layer): the shared bases
-    importing a family they serve fails, naming the import."""
+def test_the_kit_imports_no_family(tmp_path):
+    """dit_lora.kit sits below the family packages (the "layers" contract): the kit importing a family it serves
+    fails, naming the import."""
     root = _copy(tmp_path)
-    _append(root / "dit_lora/families/diffusion/components.py",
+    _append(root / "dit_lora/kit/components.py",
             "def _planted():\n    from dit_lora.families.sana import spec  # planted\n\n    return spec")
     result = _lint(root)
     out = result.stdout
-    assert result.returncode != 0 and "Contracts: 1 kept, 1 broken." in out, out + result.stderr
-    assert "dit_lora.families.diffusion is not allowed to import dit_lora.families.sana" in out
-    assert "dit_lora.families.diffusion.components -> dit_lora.families.sana.spec" in out
+    # both contracts: the layers (kit below families), and the families' independence (each reaches sana via the kit)
+    assert result.returncode != 0 and "Contracts: 0 kept, 2 broken." in out, out + result.stderr
+    assert "dit_lora.kit is not allowed to import dit_lora.families" in out
+    assert "dit_lora.kit.components -> dit_lora.families.sana.spec" in out
 
 
 def _structure():

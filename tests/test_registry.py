@@ -94,11 +94,8 @@ def test_a_lazy_factory_is_checked_when_first_asked_for(tmp_path, monkeypatch):
 
 
 def _family_packages() -> set[str]:
-    """The packages under dit_lora/families/ but those that declare themselves shared code (``FAMILY_PACKAGE =
-    False``, e.g. ``diffusion``): a family package cannot opt out by leaving its line out, only by saying so."""
-    packages = {m.name for m in pkgutil.iter_modules(family_packages.__path__) if m.ispkg}
-    return {name for name in packages
-            if getattr(importlib.import_module(f"dit_lora.families.{name}"), "FAMILY_PACKAGE", True)}
+    """The packages under dit_lora/families/ (which holds families only: the kit is dit_lora.kit)."""
+    return {m.name for m in pkgutil.iter_modules(family_packages.__path__) if m.ispkg}
 
 
 def test_every_family_package_has_its_one_registry_line():
@@ -110,15 +107,12 @@ def test_every_family_package_has_its_one_registry_line():
 
 
 def test_a_family_package_without_its_line_is_found(tmp_path, monkeypatch):
-    """A package under dit_lora/families/ that is not in BUILT_IN fails the check; only a declared shared package
-    (FAMILY_PACKAGE = False) is left out."""
+    """A package under dit_lora/families/ that is not in BUILT_IN fails the check."""
     (tmp_path / "newfam").mkdir()
     (tmp_path / "newfam" / "__init__.py").write_text("")
-    (tmp_path / "shared_bits").mkdir()
-    (tmp_path / "shared_bits" / "__init__.py").write_text("FAMILY_PACKAGE = False\n")
     monkeypatch.setattr(family_packages, "__path__", [*family_packages.__path__, str(tmp_path)])
     found = _family_packages()
-    assert "newfam" in found and "shared_bits" not in found and "diffusion" not in found
+    assert "newfam" in found
     assert sorted(registry.BUILT_IN) != sorted(found)
 
 

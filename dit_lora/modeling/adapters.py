@@ -6,7 +6,7 @@ lora_A/lora_B), LoKr ``LoKrConfig`` (``lokr_w1``/``lokr_w1_a``/``lokr_w1_b``/``l
 ``lokr_w2_b``/``lokr_t2``) and LoHa ``LoHaConfig`` (``hada_w1_a``/``hada_w1_b``/``hada_w2_a``/``hada_w2_b``/
 ``hada_t1``/``hada_t2``). Every type starts as the base model (LoRA/DoRA: lora_B zero; LoKr: w1 (or w1_a) zero;
 LoHa: w2_b zero) and is attached with the model's ``add_adapter`` (diffusers' and transformers' PEFT mixins accept
-any ``PeftConfig``; a diffusers model without the mixin is given it first: ``families/diffusion/peft_capable.py``).
+any ``PeftConfig``; a diffusers model without the mixin is given it first: ``kit/peft_capable.py``).
 """
 
 from __future__ import annotations

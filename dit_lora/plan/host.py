@@ -3,7 +3,7 @@
 What a run on a GPU holds in host memory, by phase (``benchmarks/RESULTS.md``, "LTX-2 and HunyuanVideo 1.5 on an
 H200", measured it):
 
-* **Loading.** The loader reads every component before any goes to the device (``families/diffusion/loader.py``).
+* **Loading.** The loader reads every component before any goes to the device (``kit/loader.py``).
   safetensors files are memory-mapped: a component loaded in the dtype its files store is tensors over the file's
   pages, resident once read (every weight is read on its way to the device). These are the model files' pages: the
   system can drop them when memory is short and read them again, so they are counted apart. A component converted

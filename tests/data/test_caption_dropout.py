@@ -17,7 +17,7 @@ from dit_lora.data.caption_dropout import (EMPTY_PROMPT_FILE, drop_caption, empt
                                            start_line)
 from dit_lora.data.prepare import prepare_data
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion import components as base
+from dit_lora.kit import components as base
 from data_files import make_image, write_jsonl
 from diffusion_stand_ins import stand_in_spec
 

@@ -332,7 +332,7 @@ class _EightFrames:
     """A video family of LTX-2's rules: frames 8k+1, sides multiples of 32, trained at 25x512x768."""
 
     def video_buckets(self, cfg):
-        from dit_lora.families.diffusion.video_sizes import clip_buckets
+        from dit_lora.kit.video_sizes import clip_buckets
 
         return clip_buckets(cfg, (25, 512, 768), 32, 8, "LTX-2", "VAE 32x downsampling times patch 1")
 

@@ -192,7 +192,7 @@ def test_masks_are_cached_with_their_latents_and_reloaded_flipped_alike(tmp_path
 
 
 def test_an_uncached_batch_carries_the_mask_to_the_latent_grid(tmp_path):
-    from dit_lora.families.diffusion.components import encoded_batch
+    from dit_lora.kit.components import encoded_batch
 
     root = _masked_folder(tmp_path, [(64, 64)])
     media = _media(root)

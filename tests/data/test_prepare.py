@@ -17,7 +17,7 @@ from dit_lora.data import batches as batch_lib
 from dit_lora.data.prepare import ImageMedia, cache_root_for, prepare_data, report_lines
 from dit_lora.core.errors import UserError
 from dit_lora.data.aspect import aspect_buckets, cropped_share, nearest_bucket
-from dit_lora.families.diffusion import components as base
+from dit_lora.kit import components as base
 from dit_lora.output.names import QUARANTINE_FILE
 from data_files import make_image, write_jsonl
 from diffusion_stand_ins import stand_in_spec

@@ -30,7 +30,7 @@ from dit_lora.data.synthetic.clips import (  # noqa: E402
 )
 from dit_lora.core.errors import UserError  # noqa: E402
 from dit_lora.contract.spec import FamilyInfo, FamilySpec  # noqa: E402
-from dit_lora.families.diffusion import components as base  # noqa: E402
+from dit_lora.kit import components as base  # noqa: E402
 from dit_lora.output.names import QUARANTINE_FILE  # noqa: E402
 from PIL import Image  # noqa: E402
 

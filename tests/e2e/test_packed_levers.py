@@ -71,7 +71,7 @@ def test_a_memory_lever_changes_no_bit(family, model_and_data, reference, tmp_pa
 
 
 def test_an_fp8_scaled_base_skips_the_nan_and_reloads_unquantized(family, model_and_data, tmp_path):
-    from dit_lora.families.diffusion.loader import model_class
+    from dit_lora.kit.loader import model_class
     from dit_lora.registry import get_spec
 
     seen, on_step = capture_steps()
@@ -98,7 +98,7 @@ def test_an_fp8_scaled_base_skips_the_nan_and_reloads_unquantized(family, model_
 def _inputs(family: str, config) -> dict:
     """A 4 x 4 token grid, 8 caption tokens, two timesteps: what the pipeline gives the transformer (FLUX.1: CLIP's
     pooled embedding and guidance 1; Chroma: the boolean mask, the second caption 3 tokens long)."""
-    from dit_lora.families.diffusion.packed import latent_ids
+    from dit_lora.kit.packed import latent_ids
 
     g = torch.Generator().manual_seed(0)
     inputs = dict(hidden_states=torch.randn(2, 16, config.in_channels, generator=g),

@@ -53,7 +53,7 @@ def test_qwen_image_and_edit_2509_layouts_are_found_train_and_reload(tmp_path):
     from diffusers import QwenImageEditPlusPipeline, QwenImagePipeline
 
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
-    from dit_lora.families.diffusion.demo_data import add_control_images
+    from dit_lora.kit.demo_data import add_control_images
 
     model = qwenimage_pipeline(tmp_path / "models")
     assert sorted(p.name for p in (model / "tokenizer").iterdir()) == [

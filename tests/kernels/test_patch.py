@@ -83,7 +83,7 @@ def _dit(dtype):
     from dit_lora.families.dit.demo import get_tiny_dit_config
 
     torch.manual_seed(0)
-    from dit_lora.families.diffusion import make_peft_capable
+    from dit_lora.kit import make_peft_capable
 
     model = make_peft_capable(DiTTransformer2DModel(**get_tiny_dit_config("tiny")["transformer"]))
     add_lora(model, rank=4, alpha=8, dropout=0.0, targets=["to_q", "to_k", "to_v", "to_out.0"], seed=0)

@@ -22,7 +22,7 @@ from dit_lora.registry import get_family
 
 
 def _flux():
-    from dit_lora.families.diffusion.packed import latent_ids, pack
+    from dit_lora.kit.packed import latent_ids, pack
     from dit_lora.families.flux.demo import build_tiny_flux_components
 
     model = build_tiny_flux_components()["transformer"].float()
@@ -43,7 +43,7 @@ def _flux():
 def _chroma():
     from dit_lora.families.chroma.demo import build_tiny_chroma_components
     from dit_lora.families.chroma.loss import transformer_mask
-    from dit_lora.families.diffusion.packed import latent_ids, pack
+    from dit_lora.kit.packed import latent_ids, pack
 
     model = build_tiny_chroma_components()["transformer"].float()
     gen = torch.Generator().manual_seed(0)

@@ -130,7 +130,7 @@ def test_the_plan_counts_each_types_trainable_weights_as_a_real_attach(kind):
     trainables.attach_trainables(planned, spec, cfg)
     counted = sum(p.numel() for p in planned.parameters() if p.requires_grad)
     real = DiTTransformer2DModel.from_config(read("transformer", "config.json"))
-    from dit_lora.families.diffusion.peft_capable import make_peft_capable
+    from dit_lora.kit.peft_capable import make_peft_capable
 
     trainables.attach_trainables(make_peft_capable(real), spec, cfg)
     assert counted == sum(p.numel() for p in real.parameters() if p.requires_grad) > 0

@@ -119,7 +119,7 @@ def _flux2():
 
 
 def _flux(kontext: bool = False):
-    from dit_lora.families.diffusion.packed import unpack
+    from dit_lora.kit.packed import unpack
     from dit_lora.families.flux.edit import KontextLoss
     from dit_lora.families.flux.loss import FluxLoss
     from dit_lora.families.flux.state import FluxRun
@@ -139,7 +139,7 @@ def _flux(kontext: bool = False):
 
 
 def _krea2():
-    from dit_lora.families.diffusion.packed import unpack
+    from dit_lora.kit.packed import unpack
     from dit_lora.families.krea2.loss import Krea2Loss
     from dit_lora.families.krea2.state import Krea2Run
 
@@ -151,7 +151,7 @@ def _krea2():
 def _chroma():
     from dit_lora.families.chroma.loss import ChromaLoss
     from dit_lora.families.chroma.state import ChromaRun
-    from dit_lora.families.diffusion.packed import unpack
+    from dit_lora.kit.packed import unpack
 
     comps = Components(model=None, state=ChromaRun(scheduler_config={}))
     batch = {"prompt_embeds": torch.zeros(B, 3, 8), "prompt_attention_mask": torch.ones(B, 3, dtype=torch.bool)}

@@ -122,7 +122,7 @@ def test_nf4_model_passes_the_precision_audit(tiny_dit):
     from diffusers import DiTTransformer2DModel
 
     from dit_lora.contract.family import Components
-    from dit_lora.families.diffusion import make_peft_capable
+    from dit_lora.kit import make_peft_capable
     from dit_lora.training.precision import audit_precision
     from dit_lora.modeling.trainables import add_lora, cast_trainable_to_fp32
 
@@ -156,7 +156,7 @@ def test_fp8_loads_a_transformer_with_lora_on_a_capable_gpu(tiny_dit):
         pytest.skip(why)
     from diffusers import DiTTransformer2DModel
 
-    from dit_lora.families.diffusion import make_peft_capable
+    from dit_lora.kit import make_peft_capable
     from dit_lora.modeling.trainables import add_lora
 
     cfg = _cfg(quantize_base="fp8", mixed_precision="bf16")

@@ -1,4 +1,4 @@
-"""Clips with a sound track for the audio tests (tests/data/test_audio.py, tests/families/diffusion/test_clip_audio.py):
+"""Clips with a sound track for the audio tests (tests/data/test_audio.py, tests/kit/test_clip_audio.py):
 an mp4 written with PyAV, a sine on its AAC track."""
 
 from __future__ import annotations

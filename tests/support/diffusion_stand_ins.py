@@ -1,4 +1,4 @@
-"""Stand-ins of the diffusion-family tests (tests/families/diffusion/): a VAE that records its moves, and the
+"""Stand-ins of the diffusion-family tests (tests/kit/): a VAE that records its moves, and the
 pooling toy's encoders (latents: 8x average-pooled pixels; a caption's embedding: its length)."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def stand_in_spec(name: str, encoders, **components):
     """A diffusion family's spec for the data tests: ``encoders`` (a DiffusionEncoders), the shared data path, loss
     (raw batches encoded by ``encoders``) and captions, ``components`` adding or replacing any field."""
     from dit_lora.contract.spec import FamilyInfo, FamilySpec
-    from dit_lora.families.diffusion import components as base
+    from dit_lora.kit import components as base
 
     class _Loss(base.DiffusionLoss):
         def compute_loss(self, comps, model, batch, generator, cfg):

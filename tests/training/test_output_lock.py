@@ -241,7 +241,7 @@ def test_output_files_replace_a_planted_link_instead_of_writing_through_it(tmp_p
     """The model card and the validation samples are written at known names: a link there is replaced."""
     from PIL import Image
 
-    from dit_lora.families.diffusion.components import save_png
+    from dit_lora.kit.components import save_png
     from dit_lora.families.videollm.outputs import VideoLLMSamples
     from dit_lora.core.fileio import write_text_atomic
 

@@ -1,6 +1,6 @@
 """Chroma's model card: the usage snippet (the prompt encoded first and its masks passed as booleans: the stock
 pipeline's own float mask does not mask the caption's padding, huggingface/diffusers#13619), its rows and the
-license; the adapter is the kit's (:class:`~dit_lora.families.diffusion.adapter.KitAdapter`: ``ChromaPipeline``'s
+license; the adapter is the kit's (:class:`~dit_lora.kit.adapter.KitAdapter`: ``ChromaPipeline``'s
 saver, ``FluxLoraLoaderMixin``, reloaded in the run's weight dtype).
 
 ComfyUI loads the diffusers file as it is: its ``Chroma`` model is a ``Flux`` model (``comfy/model_base.py``), so
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.families.chroma.encoders import max_sequence_length
-from dit_lora.families.diffusion.adapter import KitCard
+from dit_lora.kit.adapter import KitCard
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -7,8 +7,8 @@ depths shrink (``demo.json``)."""
 from __future__ import annotations
 
 from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 #: the tiny configs and their reasons: ``demo.json`` beside this module
 DEMO = DemoFile(
@@ -32,5 +32,5 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
 
 
 #: the tiny ChromaPipeline: its components in memory and the pipeline written to a folder
-#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+#: (:func:`~dit_lora.kit.tiny.builders`)
 build_tiny_chroma_components, build_tiny_chroma_pipeline = tiny.builders(_tiny, "hd")

@@ -1,4 +1,4 @@
-"""Chroma's loss: the kit's rectified flow (:mod:`~dit_lora.families.diffusion.guided_flow`; Chroma's transformer has
+"""Chroma's loss: the kit's rectified flow (:mod:`~dit_lora.kit.guided_flow`; Chroma's transformer has
 no guidance embedding, so none is fed) on the latents packed 2x2 into tokens as FLUX.1's, with the caption's boolean
 mask extended over the image tokens as ``ChromaPipeline._prepare_attention_mask`` extends it; ``--chroma_shift``
 fixes the shift (uniform ``--weighting_scheme none`` by default).
@@ -15,8 +15,8 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.data.text_padding import cut_text_padding
 from dit_lora.families.chroma.state import ChromaRun
-from dit_lora.families.diffusion.guided_flow import GuidedFlowLoss
-from dit_lora.families.diffusion.packed import latent_ids, pack, unpack
+from dit_lora.kit.guided_flow import GuidedFlowLoss
+from dit_lora.kit.packed import latent_ids, pack, unpack
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

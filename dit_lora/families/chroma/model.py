@@ -17,10 +17,10 @@ from torch.utils.checkpoint import checkpoint
 from dit_lora.core.errors import UserError
 from dit_lora.families.chroma import demo as tiny_chroma  # looked up at call time: tests stand in the model build
 from dit_lora.families.chroma.state import ChromaRun
-from dit_lora.families.diffusion import packed
-from dit_lora.families.diffusion.components import DiffusionTrainables, Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.guided_flow import GuidedFlowModel
-from dit_lora.families.diffusion.loader import published_parts
+from dit_lora.kit import packed
+from dit_lora.kit.components import DiffusionTrainables, Fp32VaePrecision, ShapesDemo
+from dit_lora.kit.guided_flow import GuidedFlowModel
+from dit_lora.kit.loader import published_parts
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

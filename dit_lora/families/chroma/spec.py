@@ -16,9 +16,9 @@ from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.chroma.encoders import max_sequence_length
 from dit_lora.families.chroma.model import ChromaTrainables
 from dit_lora.families.chroma.state import run_state
-from dit_lora.families.diffusion.builder import folder_spec
-from dit_lora.families.diffusion.packed import BUCKETS, LORA_LAYERS
-from dit_lora.families.diffusion.text_padding import TrimmedTextData
+from dit_lora.kit.builder import folder_spec
+from dit_lora.kit.packed import BUCKETS, LORA_LAYERS
+from dit_lora.kit.text_padding import TrimmedTextData
 
 #: what the model card, the loader and the levers say about Chroma
 INFO = FamilyInfo(
@@ -36,7 +36,7 @@ INFO = FamilyInfo(
 
 def chroma_spec(name: str = "chroma") -> FamilySpec:
     """A new Chroma spec: Chroma1-HD and Chroma1-Base (and the tiny random variant of the tests); its folder's parts
-    (:func:`~dit_lora.families.diffusion.builder.folder_spec`) and what it adds. No defaults: the transformer config
+    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds. No defaults: the transformer config
     carries no trained size (the catalogue's entry does)."""
     text = TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding")
     return folder_spec(name, INFO, __package__, image_buckets=BUCKETS, trainables=ChromaTrainables(), data=text)

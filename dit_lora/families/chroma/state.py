@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.families.diffusion.guided_flow import GuidedFlowRun
+from dit_lora.kit.guided_flow import GuidedFlowRun
 
 
 @dataclass

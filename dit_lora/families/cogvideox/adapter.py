@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.data.frames import describe_buckets
 from dit_lora.families.cogvideox.info import CogVideoXVideo
-from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args, image_lines
+from dit_lora.kit.adapter import KitAdapter, KitCard, Snippet, image_call_args, image_lines
 from dit_lora.output.video import snippet_write_video
 
 if TYPE_CHECKING:

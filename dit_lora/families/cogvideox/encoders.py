@@ -10,9 +10,9 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.families.cogvideox.info import FAMILY_FOR, CogVideoXVideo, check_latent_size, transformer_config
-from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.latents import model_identity
-from dit_lora.families.diffusion.prompts import pipeline_prompts
+from dit_lora.kit.components import DiffusionEncoders
+from dit_lora.kit.latents import model_identity
+from dit_lora.kit.prompts import pipeline_prompts
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

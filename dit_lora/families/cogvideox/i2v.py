@@ -21,9 +21,9 @@ from dit_lora.families.cogvideox.loss import CogVideoXLoss
 from dit_lora.families.cogvideox.model import CogVideoXModel
 from dit_lora.families.cogvideox.samples import CogVideoXSamples
 from dit_lora.families.cogvideox.state import run_state
-from dit_lora.families.diffusion.adapter import first_frame_image
-from dit_lora.families.diffusion.components import DiffusionSetup
-from dit_lora.families.diffusion.conditioning import check_validation_image, kept_conditioning_image
+from dit_lora.kit.adapter import first_frame_image
+from dit_lora.kit.components import DiffusionSetup
+from dit_lora.kit.conditioning import check_validation_image, kept_conditioning_image
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

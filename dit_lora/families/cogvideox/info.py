@@ -17,7 +17,7 @@ from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_buckets, check_num_frames, latent_frames, latent_padding, resolution_buckets
-from dit_lora.families.diffusion.info_cache import InfoCache
+from dit_lora.kit.info_cache import InfoCache
 
 T2V_PIPELINES = ("CogVideoXPipeline", "CogVideoXVideoToVideoPipeline")  # same text-to-video weights
 I2V_PIPELINE = "CogVideoXImageToVideoPipeline"

@@ -15,10 +15,10 @@ from typing import cast
 import torch
 from torch import nn
 
-from dit_lora.families.diffusion.patch_table import PatchTable, RuntimeProcessor
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import heads_first, key_mask, merge_heads
+from dit_lora.kit.patch_table import PatchTable, RuntimeProcessor
 
 #: its points, on code taken from diffusers 0.42.1
 COGVIDEOX = PatchTable("cogvideox", "diffusers 0.42.1")

@@ -39,7 +39,7 @@ from dit_lora.families.cogvideox.info import (
     transformer_config,
 )
 from dit_lora.families.cogvideox.state import run_state
-from dit_lora.families.diffusion.components import DiffusionLoss
+from dit_lora.kit.components import DiffusionLoss
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

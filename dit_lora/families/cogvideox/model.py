@@ -28,10 +28,10 @@ from dit_lora.families.cogvideox.info import (
     size_flags,
 )
 from dit_lora.families.cogvideox.state import CogVideoXRun
-from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
-from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
-from dit_lora.families.diffusion.video_sizes import OneClipPerStep
+from dit_lora.kit.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.kit.demo_data import build_demo_model, demo_clips
+from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
+from dit_lora.kit.video_sizes import OneClipPerStep
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 
 if TYPE_CHECKING:

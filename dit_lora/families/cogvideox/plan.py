@@ -9,7 +9,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.cogvideox.model import build_components
-from dit_lora.families.diffusion.video_sizes import ClipPlan
+from dit_lora.kit.video_sizes import ClipPlan
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 if TYPE_CHECKING:

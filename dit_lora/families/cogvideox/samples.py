@@ -1,6 +1,6 @@
 """CogVideoX's validation videos: from the in-memory transformer (cached prompt embeddings, the checkpoint's own
 sampler) and from the pipeline with the saved adapter, written as MP4 at the model's frame rate
-(:class:`~dit_lora.families.diffusion.video_samples.VideoSamples`)."""
+(:class:`~dit_lora.kit.video_samples.VideoSamples`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.families.cogvideox.encoders import CogVideoXEncoders, pipeline_class
 from dit_lora.families.cogvideox.info import CogVideoXVideo
-from dit_lora.families.diffusion.sampling import checkpoint_sampler
-from dit_lora.families.diffusion.video_samples import VideoSamples
+from dit_lora.kit.sampling import checkpoint_sampler
+from dit_lora.kit.video_samples import VideoSamples
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -80,8 +80,8 @@ from dit_lora.families.cogvideox.model import (
 )
 from dit_lora.families.cogvideox.plan import CogVideoXPlan
 from dit_lora.families.cogvideox.samples import CogVideoXSamples
-from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
-from dit_lora.families.diffusion.video_sizes import ClipData
+from dit_lora.kit.builder import PatchPoints, diffusion_spec
+from dit_lora.kit.video_sizes import ClipData
 
 
 def _info(task_tag: str, pipeline: str) -> FamilyInfo:

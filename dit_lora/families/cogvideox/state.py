@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dit_lora.families.diffusion.run_state import RunState
+from dit_lora.kit.run_state import RunState
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""DiT's adapter: the kit's (:class:`~dit_lora.families.diffusion.adapter.KitAdapter` saves PEFT's own format, as
+"""DiT's adapter: the kit's (:class:`~dit_lora.kit.adapter.KitAdapter` saves PEFT's own format, as
 ``DiTPipeline`` has no LoRA loader) beside the label map, the ``DiTPipeline`` reshaped to the trained class table
 before it loads, and the model card's snippet, rows and license."""
 
@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args, quoted
-from dit_lora.families.diffusion.peft_capable import PeftFitting
 from dit_lora.families.dit.classes import read_classes, split_class_names
 from dit_lora.families.dit.embedding import (
     CLASS_EMBEDDING_PATTERN,
     resize_class_embeddings,
 )
 from dit_lora.families.dit.state import run_state
+from dit_lora.kit.adapter import KitCard, Snippet, image_call_args, quoted
+from dit_lora.kit.peft_capable import PeftFitting
 from dit_lora.output.names import CLASSES_FILE
 
 if TYPE_CHECKING:

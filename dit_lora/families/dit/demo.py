@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 __all__ = ["TINY_DIT_CONFIGS", "TINY_DIT_VERSION", "build_tiny_dit_components", "build_tiny_dit_pipeline"]
 
@@ -70,7 +70,7 @@ def _tiny(size: str, seed: int) -> tiny.TinyPipeline:
 
 def build_tiny_dit_components(size: str = "tiny", seed: int = 0) -> dict[str, Any]:
     """The three DiTPipeline components (fp32, eval mode), randomly initialised from ``seed``
-    (:func:`~dit_lora.families.diffusion.tiny.build_components`: the caller's RNG state is kept)."""
+    (:func:`~dit_lora.kit.tiny.build_components`: the caller's RNG state is kept)."""
     return tiny.build_components(_tiny(size, seed))
 
 

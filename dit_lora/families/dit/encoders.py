@@ -10,11 +10,11 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
-from dit_lora.families.diffusion.latents import model_identity
 from dit_lora.families.dit.classes import pretrained_rows, split_class_names
 from dit_lora.families.dit.embedding import resize_class_embeddings
 from dit_lora.families.dit.state import run_state
+from dit_lora.kit.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.kit.latents import model_identity
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

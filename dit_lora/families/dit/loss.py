@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionLoss, ddpm_noised
 from dit_lora.families.dit.state import run_state
+from dit_lora.kit.components import DiffusionLoss, ddpm_noised
 from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 if TYPE_CHECKING:

@@ -11,11 +11,6 @@ import torch
 from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.core.errors import UserError
 from dit_lora.data.sources import class_folder_names
-from dit_lora.families.diffusion.builder import LatentGrid
-from dit_lora.families.diffusion.components import DiffusionTrainables, Fp32VaePrecision, ShapesDemo, ddpm_schedule
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, freeze
-from dit_lora.families.diffusion.peft_capable import make_peft_capable
-from dit_lora.families.diffusion.run_state import output_layout
 from dit_lora.families.dit.classes import pretrained_rows
 from dit_lora.families.dit.demo import build_tiny_dit_pipeline, get_tiny_dit_config
 from dit_lora.families.dit.embedding import (
@@ -25,6 +20,11 @@ from dit_lora.families.dit.embedding import (
     label_embeddings,
 )
 from dit_lora.families.dit.state import DiTRun
+from dit_lora.kit.builder import LatentGrid
+from dit_lora.kit.components import DiffusionTrainables, Fp32VaePrecision, ShapesDemo, ddpm_schedule
+from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, freeze
+from dit_lora.kit.peft_capable import make_peft_capable
+from dit_lora.kit.run_state import output_layout
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:

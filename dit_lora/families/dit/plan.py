@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionPlan
+from dit_lora.kit.components import DiffusionPlan
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -1,4 +1,4 @@
-"""DiT's validation samples: the kit's :class:`~dit_lora.families.diffusion.components.PipelineSamples` on
+"""DiT's validation samples: the kit's :class:`~dit_lora.kit.components.PipelineSamples` on
 ``DiTPipeline`` (no text parts, its native size, the checkpoint's own sampler), from the in-memory transformer and
 from the saved adapter (class names through its ``labels``)."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import PipelineSamples
 from dit_lora.families.dit.classes import split_class_names
 from dit_lora.families.dit.state import run_state
+from dit_lora.kit.components import PipelineSamples
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

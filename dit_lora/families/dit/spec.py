@@ -20,13 +20,13 @@ every block's table is resized to N + 1 rows (``embedding.py``) and trained thro
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import PatchPoints, folder_spec
-from dit_lora.families.diffusion.components import DiffusionCaptions
 from dit_lora.families.dit.adapter import DiTAdapterExtras, DiTFitting
 from dit_lora.families.dit.encoders import DiTSetup
 from dit_lora.families.dit.kernels import patch_points
 from dit_lora.families.dit.model import GRID, DiTTrainables
+from dit_lora.kit.adapter import KitAdapter
+from dit_lora.kit.builder import PatchPoints, folder_spec
+from dit_lora.kit.components import DiffusionCaptions
 from dit_lora.output.names import PEFT_ADAPTER_FILE
 
 #: what the model card, the loader and ``--compile`` say about DiT
@@ -45,7 +45,7 @@ INFO = FamilyInfo(
 
 def dit_spec(name: str = "dit") -> FamilySpec:
     """A new DiT spec: class-conditional DiT (facebook/DiT-XL-2-256/512 and the tiny random variants of the tests);
-    its folder's parts (:func:`~dit_lora.families.diffusion.builder.folder_spec`) and what it adds: the class tables
+    its folder's parts (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the class tables
     fitted before the reload (PEFT's file format: INFO's file name), class-folder captions, the size grid (also its
     default), patch points, its setup and trainables, and no notes (nothing to say before training: the spec
     declares no RunNotes capability, as before)."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from dit_lora.families.diffusion.run_state import EpsilonRun
 from dit_lora.families.dit.embedding import DEFAULT_CLASS_DROPOUT
+from dit_lora.kit.run_state import EpsilonRun
 
 
 @dataclass

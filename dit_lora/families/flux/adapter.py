@@ -1,5 +1,5 @@
 """FLUX.1's model card: the usage snippet, its rows (the training guidance said) and the license; the adapter is the
-kit's (:class:`~dit_lora.families.diffusion.adapter.KitAdapter`: ``FluxPipeline``'s saver, ``FluxLoraLoaderMixin``,
+kit's (:class:`~dit_lora.kit.adapter.KitAdapter`: ``FluxPipeline``'s saver, ``FluxLoraLoaderMixin``,
 reloaded in the run's weight dtype, VAE included: the pipeline decodes in the transformer's dtype).
 
 ComfyUI loads the diffusers file as it is: ``model_lora_keys_unet`` (``comfy/lora.py``) maps every diffusers name of
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.families.diffusion.adapter import KitCard
-from dit_lora.families.diffusion.conditioning import card_input_source
 from dit_lora.families.flux.encoders import max_sequence_length
+from dit_lora.kit.adapter import KitCard
+from dit_lora.kit.conditioning import card_input_source
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_t5_tokenizer, demo_words
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 #: the tiny configs and their reasons: ``demo.json`` beside this module
 DEMO = DemoFile(
@@ -52,5 +52,5 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
 
 
 #: the tiny FluxPipeline (kontext: FluxKontextPipeline): its components in memory and the pipeline written to a folder
-#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+#: (:func:`~dit_lora.kit.tiny.builders`)
 build_tiny_flux_components, build_tiny_flux_pipeline = tiny.builders(_tiny, "dev")

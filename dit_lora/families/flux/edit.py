@@ -3,7 +3,7 @@ sequence. What differs from FLUX.1 [dev], as the pipeline conditions (diffusers 
 diffusers' ``train_dreambooth_lora_flux_kontext.py`` trains:
 
 - each sample is a target image, its caption (the edit instruction) and one control image (the image to edit), read
-  by the kit's edit data (:mod:`~dit_lora.families.diffusion.edit_data`: the metadata columns of the trainers people
+  by the kit's edit data (:mod:`~dit_lora.kit.edit_data`: the metadata columns of the trainers people
   come from, ``--cond_image_column``, ``--cond_image_dir``), cover-resized and cropped to the target's bucket;
 - the control latents (the VAE's shifted and scaled posterior mode, as ``_encode_vae_image``'s ``argmax``) are cached
   beside the target's; the step appends them, packed, to the noisy target's tokens with ids ``(1, h, w)``, and keeps
@@ -26,9 +26,15 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.components import DiffusionData, vae_on
-from dit_lora.families.diffusion.conditioning import check_validation_image
-from dit_lora.families.diffusion.edit_data import (
+from dit_lora.families.flux.encoders import FluxEncoders
+from dit_lora.families.flux.loss import FluxLoss
+from dit_lora.families.flux.model import FluxModel
+from dit_lora.families.flux.plan import FluxPlan
+from dit_lora.families.flux.samples import FluxSamples
+from dit_lora.families.flux.state import FluxRun, run_state
+from dit_lora.kit.components import DiffusionData, vae_on
+from dit_lora.kit.conditioning import check_validation_image
+from dit_lora.kit.edit_data import (
     ControlFlags,
     ControlSetup,
     EditMedia,
@@ -37,13 +43,7 @@ from dit_lora.families.diffusion.edit_data import (
     refuse_edit_options,
     to_pil,
 )
-from dit_lora.families.diffusion.packed import latent_ids, pack
-from dit_lora.families.flux.encoders import FluxEncoders
-from dit_lora.families.flux.loss import FluxLoss
-from dit_lora.families.flux.model import FluxModel
-from dit_lora.families.flux.plan import FluxPlan
-from dit_lora.families.flux.samples import FluxSamples
-from dit_lora.families.flux.state import FluxRun, run_state
+from dit_lora.kit.packed import latent_ids, pack
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.prompts import CaptionLength, text_pipeline
-from dit_lora.families.diffusion.text_conditioned import LengthCaptions
+from dit_lora.kit.prompts import CaptionLength, text_pipeline
+from dit_lora.kit.text_conditioned import LengthCaptions
 
 #: ``--max_sequence_length``, else FluxPipeline's default, 512 (T5's tokens; every caption is padded to it)
 max_sequence_length = CaptionLength(512)

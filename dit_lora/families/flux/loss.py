@@ -1,4 +1,4 @@
-"""FLUX.1's loss: the kit's guided rectified flow (:mod:`~dit_lora.families.diffusion.guided_flow`, as diffusers'
+"""FLUX.1's loss: the kit's guided rectified flow (:mod:`~dit_lora.kit.guided_flow`, as diffusers'
 ``train_dreambooth_lora_flux.py`` with the pipeline's dynamic shift) on the latents packed 2x2 into tokens
 ``(B, H/2*W/2, 4C)`` (``FluxPipeline._pack_latents``) with their ``(0, h, w)`` position ids and the caption's zero
 ids, CLIP's pooled embedding beside T5's; ``--flux_shift`` fixes the shift, ``--flux_train_guidance`` is the
@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from dit_lora.families.diffusion.guided_flow import GuidedFlowLoss
-from dit_lora.families.diffusion.packed import latent_ids, pack, unpack
 from dit_lora.families.flux.state import FluxRun
+from dit_lora.kit.guided_flow import GuidedFlowLoss
+from dit_lora.kit.packed import latent_ids, pack, unpack
 
 
 class FluxLoss(GuidedFlowLoss):

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion import packed
-from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.guided_flow import GuidedFlowModel
-from dit_lora.families.diffusion.loader import published_parts
 from dit_lora.families.flux import demo as tiny_flux  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux.state import FluxRun
+from dit_lora.kit import packed
+from dit_lora.kit.components import Fp32VaePrecision, ShapesDemo
+from dit_lora.kit.guided_flow import GuidedFlowModel
+from dit_lora.kit.loader import published_parts
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:

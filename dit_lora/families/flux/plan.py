@@ -1,9 +1,9 @@
-"""FLUX.1's memory plan: the kit's guided flow plan (:class:`~dit_lora.families.diffusion.guided_flow.GuidedFlowPlan`:
+"""FLUX.1's memory plan: the kit's guided flow plan (:class:`~dit_lora.kit.guided_flow.GuidedFlowPlan`:
 its components from their configs on the meta device, the cached caption embeddings) with CLIP's pooled embedding.
 
 The transformer has two block lists (``transformer_blocks``, 19 double-stream; ``single_transformer_blocks``, 38),
 planned in units of one double block with its share of single blocks (the kit's
-:class:`~dit_lora.families.diffusion.loader.BlockMix`: 1 + 2).
+:class:`~dit_lora.kit.loader.BlockMix`: 1 + 2).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.guided_flow import GuidedFlowPlan
-from dit_lora.families.diffusion.loader import BlockMix
+from dit_lora.kit.guided_flow import GuidedFlowPlan
+from dit_lora.kit.loader import BlockMix
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

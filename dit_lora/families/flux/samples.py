@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionSamples
-from dit_lora.families.diffusion.packed import packed_samples
-from dit_lora.families.diffusion.sampling import square_images
 from dit_lora.families.flux.encoders import max_sequence_length
+from dit_lora.kit.components import DiffusionSamples
+from dit_lora.kit.packed import packed_samples
+from dit_lora.kit.sampling import square_images
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -13,10 +13,10 @@ kernels: no block of its own is patched; the generic points patch its q/k ``RMSN
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.builder import folder_spec
-from dit_lora.families.diffusion.packed import BUCKETS, LORA_LAYERS
 from dit_lora.families.flux.edit import KontextModel, kontext_parts
 from dit_lora.families.flux.model import KONTEXT_DEMO, PARTS
+from dit_lora.kit.builder import folder_spec
+from dit_lora.kit.packed import BUCKETS, LORA_LAYERS
 
 #: each registry name's pipeline and model-card task
 VARIANTS = {"flux": ("FluxPipeline", "text-to-image"), "flux_kontext": ("FluxKontextPipeline", "image-to-image")}
@@ -47,7 +47,7 @@ INFO = family_info("flux")
 
 def flux_spec(name: str = "flux") -> FamilySpec:
     """A new spec of ``name``: FLUX.1 [dev], FLUX.1 Kontext [dev] (and the tiny random variants of the tests); the
-    folder's parts (:func:`~dit_lora.families.diffusion.builder.folder_spec`), Kontext's own from ``edit.py``. No
+    folder's parts (:func:`~dit_lora.kit.builder.folder_spec`), Kontext's own from ``edit.py``. No
     defaults: the transformer config carries no trained size (the catalogue's entry does)."""
     info = family_info(name)
     if name == "flux_kontext":

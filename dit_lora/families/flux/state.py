@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dit_lora.families.diffusion.guided_flow import GuidedFlowRun
+from dit_lora.kit.guided_flow import GuidedFlowRun
 
 
 @dataclass

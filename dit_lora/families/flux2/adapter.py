@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.catalogue.defaults import config_reader
-from dit_lora.families.diffusion.adapter import KitAdapter, KitCard
-from dit_lora.families.diffusion.loader import folder_pipeline
 from dit_lora.families.flux2.encoders import default_out_layers, max_sequence_length, out_layers
 from dit_lora.families.flux2.state import DEV_PIPELINE
+from dit_lora.kit.adapter import KitAdapter, KitCard
+from dit_lora.kit.loader import folder_pipeline
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -22,8 +22,8 @@ import torch
 
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, demo_words
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 #: the variants' configs, their reasons and the scheduler's: ``demo.json`` beside this module
 DEMO = DemoFile(
@@ -133,5 +133,5 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
 
 #: the tiny Flux2Pipeline (``"dev"``) or Flux2KleinPipeline (``"klein"``, ``is_distilled`` false: a base model), the
 #: transformer and text encoder in bf16, the VAE in fp32: its components in memory and the pipeline written to a
-#: folder (:func:`~dit_lora.families.diffusion.tiny.builders`)
+#: folder (:func:`~dit_lora.kit.tiny.builders`)
 build_tiny_flux2_components, build_tiny_flux2_pipeline = tiny.builders(_tiny, "dev")

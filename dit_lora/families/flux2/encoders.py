@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.adapter import diffusers_class
-from dit_lora.families.diffusion.prompts import CaptionLength, text_pipeline
-from dit_lora.families.diffusion.text_conditioned import LengthCaptions, encoder_identity
 from dit_lora.families.flux2.state import run_state
+from dit_lora.kit.adapter import diffusers_class
+from dit_lora.kit.prompts import CaptionLength, text_pipeline
+from dit_lora.kit.text_conditioned import LengthCaptions, encoder_identity
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

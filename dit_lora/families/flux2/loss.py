@@ -1,4 +1,4 @@
-"""FLUX.2's loss: the kit's guided rectified flow (:mod:`~dit_lora.families.diffusion.guided_flow`, as diffusers'
+"""FLUX.2's loss: the kit's guided rectified flow (:mod:`~dit_lora.kit.guided_flow`, as diffusers'
 ``train_dreambooth_lora_flux2.py`` / ``_klein.py`` and musubi-tuner's ``flux_2_train_network.py``) on the patchified,
 normalised latents as tokens ``(B, H*W, C)`` with their ``(t, h, w, l)`` position ids; logit-normal by default (as
 musubi-tuner's ``flux2_shift``); ``--flux2_shift`` fixes the shift, ``--flux2_train_guidance`` is the value FLUX.2
@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from dit_lora.families.diffusion.guided_flow import GuidedFlowLoss
 from dit_lora.families.flux2.state import Flux2Run
+from dit_lora.kit.guided_flow import GuidedFlowLoss
 
 
 def latent_ids(height: int, width: int, device) -> torch.Tensor:

@@ -9,9 +9,12 @@ import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
-from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import (
+from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
+from dit_lora.families.flux2.encoders import out_layers, text_depth
+from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
+from dit_lora.kit.builder import AnyAspect, check_divisible
+from dit_lora.kit.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
+from dit_lora.kit.loader import (
     KitModel,
     LoadedParts,
     PipelineParts,
@@ -19,9 +22,6 @@ from dit_lora.families.diffusion.loader import (
     folder_pipeline,
     index_pipeline,
 )
-from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
-from dit_lora.families.flux2.encoders import out_layers, text_depth
-from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ PARTS = PipelineParts(
 
 
 def build_demo(cfg: TrainConfig) -> None:
-    """``FamilySpec.demo``'s model (:class:`~dit_lora.families.diffusion.components.ShapesDemo`): the tiny random
+    """``FamilySpec.demo``'s model (:class:`~dit_lora.kit.components.ShapesDemo`): the tiny random
     FLUX.2 pipeline of ``--flux2_demo_variant`` (``demo.py``)."""
     tiny_flux2.build_tiny_flux2_pipeline(cfg.model.path, variant=cfg.family_options.flux2_demo_variant, seed=0)
 

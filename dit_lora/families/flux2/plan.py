@@ -1,7 +1,7 @@
 """FLUX.2's memory plan: its components from their configs on the meta device and the cached caption embeddings.
 
 The transformer has two block lists (``transformer_blocks``, ``single_transformer_blocks``), planned in units of one
-double block with its share of single blocks (the kit's :class:`~dit_lora.families.diffusion.loader.BlockMix`; dev:
+double block with its share of single blocks (the kit's :class:`~dit_lora.kit.loader.BlockMix`; dev:
 1 + 6, klein 4B: 5 + 20, 1 + 4; klein 9B: 8 + 24, 1 + 3).
 """
 
@@ -11,10 +11,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.guided_flow import GuidedFlowPlan
-from dit_lora.families.diffusion.loader import BlockMix, TextEncoder, index_pipeline, plan_parts
 from dit_lora.families.flux2.encoders import max_sequence_length
 from dit_lora.families.flux2.model import PARTS, PIPELINES, flux2_components, index_text_encoder
+from dit_lora.kit.guided_flow import GuidedFlowPlan
+from dit_lora.kit.loader import BlockMix, TextEncoder, index_pipeline, plan_parts
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.adapter import diffusers_class
-from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
-from dit_lora.families.diffusion.sampling import flow_sampler, square_images
 from dit_lora.families.flux2.encoders import latent_statistics, max_sequence_length, out_layers, text_depth
 from dit_lora.families.flux2.loss import unpack
 from dit_lora.families.flux2.model import LATENT_STRIDE
 from dit_lora.families.flux2.state import KLEIN_PIPELINE, run_state
+from dit_lora.kit.adapter import diffusers_class
+from dit_lora.kit.components import DiffusionSamples, vae_on
+from dit_lora.kit.sampling import flow_sampler, square_images
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -13,11 +13,11 @@ Precision: transformer and text encoder in bf16, the VAE in fp32. Fused kernels:
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.builder import folder_spec
 from dit_lora.families.flux2.adapter import Flux2Adapter
 from dit_lora.families.flux2.comfyui import EXPORT
 from dit_lora.families.flux2.model import BUCKETS, Flux2Notes
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE
+from dit_lora.kit.builder import folder_spec
 
 #: what the model card, the loader and the levers say about FLUX.2
 INFO = FamilyInfo(
@@ -33,7 +33,7 @@ INFO = FamilyInfo(
 
 def flux2_spec(name: str = "flux2") -> FamilySpec:
     """A new FLUX.2 spec: FLUX.2 [dev] and the klein models (and the tiny random variants of the tests); its folder's
-    parts (:func:`~dit_lora.families.diffusion.builder.folder_spec`) and what it adds: its adapter (the ComfyUI
+    parts (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: its adapter (the ComfyUI
     export beside diffusers'), buckets and notes. No defaults: the transformer config carries no trained size (the
     catalogue's entries do)."""
     return folder_spec(

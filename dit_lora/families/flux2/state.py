@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.families.diffusion.guided_flow import GuidedFlowRun
+from dit_lora.kit.guided_flow import GuidedFlowRun
 
 #: the pipeline of FLUX.2 [dev] and the one of the klein models (``model_index.json``'s ``_class_name``)
 DEV_PIPELINE, KLEIN_PIPELINE = "Flux2Pipeline", "Flux2KleinPipeline"

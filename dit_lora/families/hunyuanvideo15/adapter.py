@@ -1,5 +1,5 @@
 """HunyuanVideo 1.5's model card: the usage snippet and its rows. The adapter is the kit's
-(:class:`~dit_lora.families.diffusion.adapter.KitAdapter`): diffusers 0.42.1 has no LoRA loader for the
+(:class:`~dit_lora.kit.adapter.KitAdapter`): diffusers 0.42.1 has no LoRA loader for the
 HunyuanVideo 1.5 pipelines (no ``load_lora_weights``), so the file is written by diffusers' own LoRA writer with
 ``transformer.`` keys and its PEFT config as metadata, and loads through the transformer's
 ``load_lora_adapter(..., prefix="transformer")`` (what the snippet calls, and ``dit_lora.load_adapter``)."""
@@ -10,9 +10,9 @@ import json
 from typing import Any
 
 from dit_lora.config import TrainConfig
-from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitAdapter, Snippet, VideoCard, first_frame_line, quoted
 from dit_lora.families.hunyuanvideo15.encoders import max_sequence_length
 from dit_lora.families.hunyuanvideo15.model import tiled
+from dit_lora.kit.adapter import SEED_ARGUMENT, KitAdapter, Snippet, VideoCard, first_frame_line, quoted
 from dit_lora.output.names import ADAPTER_FILE
 
 #: the VAE the reloaded pipeline and the snippet decode with in fp32

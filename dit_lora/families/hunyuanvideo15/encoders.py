@@ -19,13 +19,13 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.data.text_padding import LENGTHS
-from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.conditioning import to_pil
-from dit_lora.families.diffusion.latents import model_identity
-from dit_lora.families.diffusion.prompts import CaptionLength
-from dit_lora.families.diffusion.text_conditioned import ClipSetup
 from dit_lora.families.hunyuanvideo15.info import T2V_PIPELINE, HunyuanVideo15Task
 from dit_lora.families.hunyuanvideo15.state import required, run_state
+from dit_lora.kit.components import DiffusionEncoders
+from dit_lora.kit.conditioning import to_pil
+from dit_lora.kit.latents import model_identity
+from dit_lora.kit.prompts import CaptionLength
+from dit_lora.kit.text_conditioned import ClipSetup
 
 #: the pipelines' Qwen2.5-VL caption length (``tokenizer_max_length``) and ByT5's (``tokenizer_2_max_length``)
 TEXT_LEN, GLYPH_LEN = 1000, 256

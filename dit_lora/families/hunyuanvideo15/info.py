@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
-from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
+from dit_lora.kit.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
 
 T2V_PIPELINE = "HunyuanVideo15Pipeline"
 I2V_PIPELINE = "HunyuanVideo15ImageToVideoPipeline"
@@ -31,7 +31,7 @@ SIZES = {640: (480, 848), 960: (720, 1280)}
 @dataclass(frozen=True)
 class HunyuanVideo15Info(ClipGeometry):
     """What the configs say about a HunyuanVideo 1.5 checkpoint (diffusers' defaults where a file is unreadable): the
-    VAE's and the transformer's geometry (:class:`~dit_lora.families.diffusion.info_cache.ClipGeometry`) and these."""
+    VAE's and the transformer's geometry (:class:`~dit_lora.kit.info_cache.ClipGeometry`) and these."""
 
     z_dim: int = 32
     vae_spatial: int = 16

@@ -1,4 +1,4 @@
-"""HunyuanVideo 1.5's loss (its data path: the kit's clips, :class:`~dit_lora.families.diffusion.video_sizes.ClipData`).
+"""HunyuanVideo 1.5's loss (its data path: the kit's clips, :class:`~dit_lora.kit.video_sizes.ClipData`).
 
 Rectified flow with diffusers' training pieces (:mod:`dit_lora.modeling.flow_matching`): ``sigma`` from the shifted
 ``FlowMatchEulerDiscreteScheduler`` table at a ``--weighting_scheme`` draw, ``x_t = (1 - sigma) x0 + sigma eps``,
@@ -19,9 +19,9 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.hunyuanvideo15.encoders import padded_prompt
 from dit_lora.families.hunyuanvideo15.state import required, run_state
+from dit_lora.kit.components import DiffusionLoss
 from dit_lora.modeling.flow_matching import loss_weighting, noisy_latents, option_draw, velocity_target, weighted_mse
 
 

@@ -12,8 +12,6 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import encoded_plan_batches
-from dit_lora.families.diffusion.video_sizes import ClipPlan
 from dit_lora.families.hunyuanvideo15.encoders import (
     GLYPH_LEN,
     LENGTHS_KEY,
@@ -22,6 +20,8 @@ from dit_lora.families.hunyuanvideo15.encoders import (
 )
 from dit_lora.families.hunyuanvideo15.info import HunyuanVideo15Task
 from dit_lora.families.hunyuanvideo15.state import run_state
+from dit_lora.kit.components import encoded_plan_batches
+from dit_lora.kit.video_sizes import ClipPlan
 
 #: SigLIP's tokens of one image at the published checkpoints' 384 px (27 x 27 patches of 14 px)
 SIGLIP_TOKENS = 729

@@ -1,5 +1,5 @@
 """HunyuanVideo 1.5's validation videos: the in-memory model or the reloaded pipeline, written as mp4 at 24 fps
-(:class:`~dit_lora.families.diffusion.video_samples.VideoSamples`). The pipelines take their guidance scale from their
+(:class:`~dit_lora.kit.video_samples.VideoSamples`). The pipelines take their guidance scale from their
 ``guider`` component, not from the call: the run's ``--validation_guidance_scale`` is a new ``ClassifierFreeGuidance``;
 the image-to-video pipeline sizes its video from the image and the transformer's ``target_size``."""
 
@@ -12,10 +12,10 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.conditioning import kept_conditioning_image
-from dit_lora.families.diffusion.video_samples import TaskVideoSamples
 from dit_lora.families.hunyuanvideo15.encoders import padded_prompt
 from dit_lora.families.hunyuanvideo15.state import run_state
+from dit_lora.kit.conditioning import kept_conditioning_image
+from dit_lora.kit.video_samples import TaskVideoSamples
 
 
 def guider(cfg: TrainConfig) -> Any:

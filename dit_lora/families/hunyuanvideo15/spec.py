@@ -13,8 +13,6 @@ reordered caption tokens, its modulation is inline); the generic points patch it
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.builder import diffusion_spec
-from dit_lora.families.diffusion.video_sizes import ClipData
 from dit_lora.families.hunyuanvideo15.adapter import HUNYUANVIDEO15_VAE, HunyuanVideo15Adapter, HunyuanVideo15Card
 from dit_lora.families.hunyuanvideo15.comfyui import EXPORT
 from dit_lora.families.hunyuanvideo15.encoders import HunyuanVideo15Encoders, HunyuanVideo15Setup
@@ -28,6 +26,8 @@ from dit_lora.families.hunyuanvideo15.model import (
 )
 from dit_lora.families.hunyuanvideo15.plan import HunyuanVideo15Plan
 from dit_lora.families.hunyuanvideo15.samples import HunyuanVideo15Samples
+from dit_lora.kit.builder import diffusion_spec
+from dit_lora.kit.video_sizes import ClipData
 
 TASKS = {
     "hunyuanvideo15": HunyuanVideo15Task(name="hunyuanvideo15", task="t2v", pipeline_class_name=T2V_PIPELINE),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from dit_lora.families.diffusion.run_state import FlowRun
+from dit_lora.kit.run_state import FlowRun
 
 
 @dataclass

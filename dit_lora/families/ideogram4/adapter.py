@@ -1,5 +1,5 @@
 """Ideogram 4's model card: the usage snippet, its rows and the license; the adapter is the kit's
-(:class:`~dit_lora.families.diffusion.adapter.KitAdapter`: ``Ideogram4Pipeline``'s saver, ``Ideogram4LoraLoaderMixin``,
+(:class:`~dit_lora.kit.adapter.KitAdapter`: ``Ideogram4Pipeline``'s saver, ``Ideogram4LoraLoaderMixin``,
 which loads it into the conditional ``transformer`` only, reloaded in the run's weight dtype).
 
 ComfyUI: the checkout dit-lora tests against (a125cd84, October 2025) has no Ideogram 4, so the card says so. Newer
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitCard
 from dit_lora.families.ideogram4.encoders import max_sequence_length
+from dit_lora.kit.adapter import SEED_ARGUMENT, KitCard
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

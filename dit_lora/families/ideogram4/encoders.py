@@ -15,11 +15,11 @@ from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.text_padding import LENGTHS
-from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.loader import model_class
-from dit_lora.families.diffusion.prompts import CaptionLength
-from dit_lora.families.diffusion.text_conditioned import encoder_identity
 from dit_lora.families.ideogram4.state import run_state
+from dit_lora.kit.components import DiffusionEncoders
+from dit_lora.kit.loader import model_class
+from dit_lora.kit.prompts import CaptionLength
+from dit_lora.kit.text_conditioned import encoder_identity
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

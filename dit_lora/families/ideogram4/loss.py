@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.caption_flow import HostCaptionLengths, reversed_target
 from dit_lora.families.ideogram4.encoders import LENGTHS_KEY
+from dit_lora.kit.caption_flow import HostCaptionLengths, reversed_target
 from dit_lora.modeling.flow_matching import density_draws, loss_weighting, noisy_latents
 from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 

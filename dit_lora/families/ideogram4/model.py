@@ -12,11 +12,11 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion import packed
-from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, load_frozen_transformer, published_parts
 from dit_lora.families.ideogram4 import demo as tiny_ideogram4  # looked up at call time: tests stand in the build
 from dit_lora.families.ideogram4.state import Ideogram4Run
+from dit_lora.kit import packed
+from dit_lora.kit.components import Fp32VaePrecision, ShapesDemo
+from dit_lora.kit.loader import KitModel, LoadedParts, load_frozen_transformer, published_parts
 from dit_lora.modelfiles.pipeline_files import check_safetensors, read_component_config
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class Ideogram4Precision(Fp32VaePrecision):
 def load_unconditional(cfg: TrainConfig) -> Any:
     """``Ideogram4Pipeline``'s ``unconditional_transformer`` for the run's validation samples, read on the processes
     that draw them (the main one; every one under FSDP2, whose samples run on each), as the kit reads a transformer
-    it never trains (:func:`~dit_lora.families.diffusion.loader.load_frozen_transformer`: host memory); None without
+    it never trains (:func:`~dit_lora.kit.loader.load_frozen_transformer`: host memory); None without
     ``--validation_prompt`` (training never runs it)."""
     if not cfg.validation.validation_prompt or not draws_samples():
         return None

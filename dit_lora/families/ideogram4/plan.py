@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.families.ideogram4.encoders import LENGTHS_KEY, max_sequence_length
+from dit_lora.kit.components import DiffusionPlan
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

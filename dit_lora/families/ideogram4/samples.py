@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionSamples, module_on, vae_on
-from dit_lora.families.diffusion.loader import model_class
-from dit_lora.families.diffusion.sampling import square_images
 from dit_lora.families.ideogram4.encoders import LENGTHS_KEY, max_sequence_length
 from dit_lora.families.ideogram4.loss import layout_ids
 from dit_lora.families.ideogram4.state import Ideogram4Run, run_state
+from dit_lora.kit.components import DiffusionSamples, module_on, vae_on
+from dit_lora.kit.loader import model_class
+from dit_lora.kit.sampling import square_images
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -14,10 +14,10 @@ and the output ``LayerNorm`` (``tests/kernels/test_patch_image_families.py``).
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import folder_spec
-from dit_lora.families.diffusion.packed import BUCKETS
 from dit_lora.families.ideogram4.model import Ideogram4Defaults
+from dit_lora.kit.adapter import KitAdapter
+from dit_lora.kit.builder import folder_spec
+from dit_lora.kit.packed import BUCKETS
 
 #: what the model card, the loader and the levers say about Ideogram 4
 INFO = FamilyInfo(
@@ -37,7 +37,7 @@ INFO = FamilyInfo(
 
 def ideogram4_spec(name: str = "ideogram4") -> FamilySpec:
     """A new Ideogram 4 spec: ideogram-v4 (and the tiny random variant of the tests); its folder's parts
-    (:func:`~dit_lora.families.diffusion.builder.folder_spec`) and what it adds: the reload decodes in fp32, as
+    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the reload decodes in fp32, as
     trained, and the defaults its model takes from its configs."""
     adapter = KitAdapter(INFO, fp32_vae="AutoencoderKLFlux2")
     return folder_spec(name, INFO, __package__, adapter=adapter, image_buckets=BUCKETS, defaults=Ideogram4Defaults())

@@ -1,5 +1,5 @@
 """Krea 2's model card: the usage snippet, its rows and the license; the adapter is the kit's
-(:class:`~dit_lora.families.diffusion.adapter.KitAdapter`: ``Krea2Pipeline``'s saver, ``Krea2LoraLoaderMixin``,
+(:class:`~dit_lora.kit.adapter.KitAdapter`: ``Krea2Pipeline``'s saver, ``Krea2LoraLoaderMixin``,
 reloaded in the run's weight dtype).
 
 ComfyUI (a125cd84, October 2025) has no Krea 2 model, so the card says so. Newer ComfyUI source, read for this
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.families.diffusion.adapter import KitCard
 from dit_lora.families.krea2.encoders import max_sequence_length
+from dit_lora.kit.adapter import KitCard
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import demo_words
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 #: the tiny configs and their reasons: ``demo.json`` beside this module
 DEMO = DemoFile(
@@ -48,5 +48,5 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
 
 
 #: the tiny Krea2Pipeline: its components in memory and the pipeline written to a folder
-#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+#: (:func:`~dit_lora.kit.tiny.builders`)
 build_tiny_krea2_components, build_tiny_krea2_pipeline = tiny.builders(_tiny, "raw")

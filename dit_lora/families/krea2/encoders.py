@@ -12,11 +12,11 @@ import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.latents import normalised_image_latents
-from dit_lora.families.diffusion.prompts import CaptionLength
-from dit_lora.families.diffusion.text_conditioned import encoder_identity
 from dit_lora.families.krea2.state import run_state, tapped_layers
+from dit_lora.kit.components import DiffusionEncoders
+from dit_lora.kit.latents import normalised_image_latents
+from dit_lora.kit.prompts import CaptionLength
+from dit_lora.kit.text_conditioned import encoder_identity
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Krea 2's loss: the kit's rectified flow (:mod:`~dit_lora.families.diffusion.guided_flow`, as diffusers'
+"""Krea 2's loss: the kit's rectified flow (:mod:`~dit_lora.kit.guided_flow`, as diffusers'
 ``train_dreambooth_lora_krea2.py``: ``x_t = (1 - sigma) x0 + sigma eps``, target ``eps - x0``, the transformer given
 ``timestep = sigma``; Krea 2 has no guidance embedding, so none is fed) on the latents packed 2x2 into tokens as
 ``Krea2Pipeline._pack_latents`` packs them, with the pipeline's position ids (zeros for the caption, ``(0, h, w)``
@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from dit_lora.families.diffusion.guided_flow import GuidedFlowLoss
-from dit_lora.families.diffusion.packed import latent_ids, pack, unpack
 from dit_lora.families.krea2.state import Krea2Run
+from dit_lora.kit.guided_flow import GuidedFlowLoss
+from dit_lora.kit.packed import latent_ids, pack, unpack
 
 
 def position_ids(text_tokens: int, height: int, width: int, device) -> torch.Tensor:

@@ -9,11 +9,11 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion import packed
-from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, published_parts
 from dit_lora.families.krea2 import demo as tiny_krea2  # looked up at call time: tests stand in the model build
 from dit_lora.families.krea2.state import Krea2Run, tapped_layers
+from dit_lora.kit import packed
+from dit_lora.kit.components import Fp32VaePrecision, ShapesDemo
+from dit_lora.kit.loader import KitModel, LoadedParts, published_parts
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionPlan
-from dit_lora.families.diffusion.loader import plan_parts
 from dit_lora.families.krea2.encoders import max_sequence_length
 from dit_lora.families.krea2.model import PARTS, krea2_components
 from dit_lora.families.krea2.state import Krea2Run
+from dit_lora.kit.components import DiffusionPlan
+from dit_lora.kit.loader import plan_parts
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.image_samples import SquareImageSamples
-from dit_lora.families.diffusion.sampling import flow_sampler
 from dit_lora.families.krea2.encoders import max_sequence_length
+from dit_lora.kit.image_samples import SquareImageSamples
+from dit_lora.kit.sampling import flow_sampler
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

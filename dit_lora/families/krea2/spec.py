@@ -12,9 +12,9 @@ guidance embedding), ``samples.py``, ``plan.py``, ``adapter.py`` (the model card
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import folder_spec
-from dit_lora.families.diffusion.packed import BUCKETS
+from dit_lora.kit.adapter import KitAdapter
+from dit_lora.kit.builder import folder_spec
+from dit_lora.kit.packed import BUCKETS
 
 #: diffusers' train_dreambooth_lora_krea2.py default targets (its comment: narrow to attention for long runs)
 LORA_LAYERS = (
@@ -38,7 +38,7 @@ INFO = FamilyInfo(
 
 def krea2_spec(name: str = "krea2") -> FamilySpec:
     """A new Krea 2 spec: Krea-2-Raw (and the tiny random variant of the tests); its folder's parts
-    (:func:`~dit_lora.families.diffusion.builder.folder_spec`) and what it adds: the reload decodes in fp32, as
+    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the reload decodes in fp32, as
     trained. No defaults: the transformer config carries no trained size (the catalogue's entry does)."""
     adapter = KitAdapter(INFO, fp32_vae="AutoencoderKLQwenImage")
     return folder_spec(name, INFO, __package__, adapter=adapter, image_buckets=BUCKETS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.families.diffusion.guided_flow import GuidedFlowRun
+from dit_lora.kit.guided_flow import GuidedFlowRun
 
 #: Krea2Pipeline's default taps of Qwen3-VL-4B's hidden states (``text_encoder_select_layers``)
 DEFAULT_TAPS = (2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32, 35)

@@ -1,5 +1,5 @@
 """LTX-2's model card: the usage snippet (the clip and its sound written with diffusers' ``encode_video``), its rows
-and the license; the adapter is the kit's (:class:`~dit_lora.families.diffusion.adapter.KitAdapter`:
+and the license; the adapter is the kit's (:class:`~dit_lora.kit.adapter.KitAdapter`:
 ``save_lora_weights`` of diffusers' ``LTX2LoraLoaderMixin``, the stock pipeline reloaded with the video VAE in fp32)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from dit_lora.config import TrainConfig
-from dit_lora.families.diffusion.adapter import Snippet, VideoCard, first_frame_line, image_call_args
 from dit_lora.families.ltx2.encoders import max_sequence_length
+from dit_lora.kit.adapter import Snippet, VideoCard, first_frame_line, image_call_args
 
 #: the VAE LTX-2 decodes in fp32 (the reloaded pipeline's and the snippet's)
 LTX2_VAE = "AutoencoderKLLTX2Video"

@@ -23,8 +23,8 @@ import torch
 
 from dit_lora.data.synthetic.clips import CLIP_TONES
 from dit_lora.data.synthetic.shapes import COLORS
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 #: the tiny model's configs and geometry, and their reasons: ``demo.json`` beside this module
 DEMO = DemoFile(
@@ -98,7 +98,7 @@ def _audio_statistics(vae: Any) -> None:
     """The audio VAE's ``latents_mean`` / ``latents_std`` buffers, per packed feature (``C x M'``, as the pipeline
     normalises packed latents), from one second of each demo tone and of silence."""
     from dit_lora.data.audio import ClipAudio
-    from dit_lora.families.diffusion.clip_audio import AudioGeometry, spectrogram
+    from dit_lora.kit.clip_audio import AudioGeometry, spectrogram
 
     geometry = AudioGeometry.from_config(vae.config)
     rate = geometry.sample_rate

@@ -2,7 +2,7 @@
 captions through the pipeline's own ``encode_prompt`` (every hidden state of Gemma-3, ``--max_sequence_length``
 tokens, 1024 when unset) and the text connectors (their video and audio embeddings are what the transformer takes:
 cached, the connectors and Gemma-3 never run in a step), each clip's sound through the audio VAE
-(:mod:`~dit_lora.families.diffusion.clip_audio`) with its frame rate; what changes the cache."""
+(:mod:`~dit_lora.kit.clip_audio`) with its frame rate; what changes the cache."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from dit_lora.core.errors import UserError
 from dit_lora.data.batches import CLIP_FPS
 from dit_lora.data.video import decode_clip
 from dit_lora.data.video_prepare import frame_start
-from dit_lora.families.diffusion.clip_audio import audio_entries
-from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.loader import model_class
-from dit_lora.families.diffusion.prompts import CaptionLength, caption_length
-from dit_lora.families.diffusion.reference_clips import reference_pixels, reference_size
-from dit_lora.families.diffusion.text_conditioned import ClipSetup, encoder_identity
 from dit_lora.families.ltx2.state import required, run_state
+from dit_lora.kit.clip_audio import audio_entries
+from dit_lora.kit.components import DiffusionEncoders
+from dit_lora.kit.loader import model_class
+from dit_lora.kit.prompts import CaptionLength, caption_length
+from dit_lora.kit.reference_clips import reference_pixels, reference_size
+from dit_lora.kit.text_conditioned import ClipSetup, encoder_identity
 from dit_lora.modelfiles.pipeline_files import model_stamp
 
 #: the pipeline's ``max_sequence_length`` default
@@ -112,7 +112,7 @@ class LTX2Encoders(DiffusionEncoders):
 
     def encode_samples(self, comps: Components, samples: list) -> dict[str, torch.Tensor]:
         """The captions, each clip's frame rate (0: an image or a rate the container does not give) and, with
-        ``--audio on``, its sound (:func:`~dit_lora.families.diffusion.clip_audio.audio_entries`)."""
+        ``--audio on``, its sound (:func:`~dit_lora.kit.clip_audio.audio_entries`)."""
         out = self.encode_prompts(comps, [s.caption for s in samples])
         out[FPS] = torch.tensor([float(getattr(s, "source_fps", 0.0) or 0.0) for s in samples])
         state = run_state(comps)

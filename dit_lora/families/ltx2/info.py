@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
-from dit_lora.families.diffusion.clip_audio import AudioGeometry
-from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, VideoTask
+from dit_lora.kit.clip_audio import AudioGeometry
+from dit_lora.kit.info_cache import ClipGeometry, InfoCache, VideoTask
 
 PIPELINE = "LTX2Pipeline"
 I2V_PIPELINE = "LTX2ImageToVideoPipeline"

@@ -8,7 +8,7 @@ logit-normal whose mean moves with the video tokens (0.95 at 1,024 tokens, 2.05 
 between its 0.5th and 99.9th percentiles onto [0, 1] (values under 0.001 reflected), and one draw in ten uniform.
 
 The loss is the video MSE plus ``--audio_loss_weight`` times the audio MSE over the latent steps each clip's track
-covers (:func:`~dit_lora.families.diffusion.clip_audio.masked_audio_mse`: a clip without sound adds nothing). With
+covers (:func:`~dit_lora.kit.clip_audio.masked_audio_mse`: a clip without sound adds nothing). With
 ``--audio off`` the audio stream is given pure noise at timestep 1000, the state generation starts from, and has no
 loss. The transformer places video tokens in time at each clip's own frame rate (its sound spans
 ``frames / fps`` seconds); a batch of clips of several rates takes its first clip's.
@@ -42,13 +42,13 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.clip_audio import LATENTS, MASK, masked_audio_mse
-from dit_lora.families.diffusion.components import DiffusionLoss
-from dit_lora.families.diffusion.reference_clips import ReferenceFlags, ReferenceMedia
-from dit_lora.families.diffusion.video_sizes import ClipData
 from dit_lora.families.ltx2.encoders import FPS, REFERENCE
 from dit_lora.families.ltx2.info import TRAINED
 from dit_lora.families.ltx2.state import run_state
+from dit_lora.kit.clip_audio import LATENTS, MASK, masked_audio_mse
+from dit_lora.kit.components import DiffusionLoss
+from dit_lora.kit.reference_clips import ReferenceFlags, ReferenceMedia
+from dit_lora.kit.video_sizes import ClipData
 from dit_lora.modeling.flow_matching import noisy_latents, velocity_target, weighted_mse
 
 #: the LTX-2 trainer's shift line (tokens, logit mean) and its stretch: percentiles, reflection, uniform share

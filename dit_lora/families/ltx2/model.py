@@ -11,18 +11,18 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
-from dit_lora.families.diffusion.clip_audio import refuse_uniform
-from dit_lora.families.diffusion.components import Fp32VaePrecision
-from dit_lora.families.diffusion.conditioning import check_validation_image
-from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
-from dit_lora.families.diffusion.info_cache import VideoNotes
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, model_class
-from dit_lora.families.diffusion.reference_clips import check_reference_config
-from dit_lora.families.diffusion.video_sizes import OneClipPerStep
 from dit_lora.families.ltx2 import demo as tiny
 from dit_lora.families.ltx2.encoders import max_sequence_length
 from dit_lora.families.ltx2.info import EXAMPLE_ID, LTX2Task, forget_infos
 from dit_lora.families.ltx2.state import LTX2Run
+from dit_lora.kit.clip_audio import refuse_uniform
+from dit_lora.kit.components import Fp32VaePrecision
+from dit_lora.kit.conditioning import check_validation_image
+from dit_lora.kit.demo_data import build_demo_model, demo_clips
+from dit_lora.kit.info_cache import VideoNotes
+from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, model_class
+from dit_lora.kit.reference_clips import check_reference_config
+from dit_lora.kit.video_sizes import OneClipPerStep
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
 
@@ -36,7 +36,7 @@ def make_components(
 ) -> Components:
     """The loaded (or planned: ``device`` None) modules as the run's components, frozen, with the training tables,
     the video VAE's latent normalisation and the audio geometry in the run's :class:`LTX2Run`."""
-    from dit_lora.families.diffusion.clip_audio import AudioGeometry
+    from dit_lora.kit.clip_audio import AudioGeometry
 
     freeze([transformer], vae, [text_encoder, *extra.values()])
     scheduler = training_scheduler({"num_train_timesteps": scheduler_cfg.get("num_train_timesteps", 1000)})

@@ -9,13 +9,13 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.clip_audio import LATENTS, MASK
-from dit_lora.families.diffusion.loader import plan_parts
-from dit_lora.families.diffusion.video_sizes import ClipPlan
 from dit_lora.families.ltx2.encoders import FPS, REFERENCE, max_sequence_length
 from dit_lora.families.ltx2.info import TRAINED, LTX2Task
 from dit_lora.families.ltx2.model import PARTS, make_components
 from dit_lora.families.ltx2.state import run_state
+from dit_lora.kit.clip_audio import LATENTS, MASK
+from dit_lora.kit.loader import plan_parts
+from dit_lora.kit.video_sizes import ClipPlan
 from dit_lora.plan.fake import diffusers_on_meta
 
 

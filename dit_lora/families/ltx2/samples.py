@@ -12,12 +12,12 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import module_on, vae_on
-from dit_lora.families.diffusion.conditioning import kept_conditioning_image
-from dit_lora.families.diffusion.loader import model_class
-from dit_lora.families.diffusion.video_samples import TaskVideoSamples
 from dit_lora.families.ltx2.encoders import load_reference_frames, max_sequence_length
 from dit_lora.families.ltx2.state import run_state
+from dit_lora.kit.components import module_on, vae_on
+from dit_lora.kit.conditioning import kept_conditioning_image
+from dit_lora.kit.loader import model_class
+from dit_lora.kit.video_samples import TaskVideoSamples
 from dit_lora.modelfiles.pipeline_files import read_component_config
 from dit_lora.output.video import write_video
 

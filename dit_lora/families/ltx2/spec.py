@@ -14,9 +14,6 @@ default), both VAEs in fp32, LoRA fp32.
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import diffusion_spec
-from dit_lora.families.diffusion.video_sizes import ClipData
 from dit_lora.families.ltx2.adapter import LTX2_VAE, LTX2Card
 from dit_lora.families.ltx2.comfyui import EXPORTS, ICExports
 from dit_lora.families.ltx2.encoders import LTX2Encoders, LTX2ICEncoders, LTX2ICSetup, LTX2Setup
@@ -25,6 +22,9 @@ from dit_lora.families.ltx2.loss import LTX2ICData, LTX2ICLoss, LTX2Loss
 from dit_lora.families.ltx2.model import DEFAULTS, LTX2Demo, LTX2Model, LTX2Notes
 from dit_lora.families.ltx2.plan import LTX2ICPlan, LTX2Plan
 from dit_lora.families.ltx2.samples import LTX2Samples
+from dit_lora.kit.adapter import KitAdapter
+from dit_lora.kit.builder import diffusion_spec
+from dit_lora.kit.video_sizes import ClipData
 
 TASKS = {
     "ltx2": LTX2Task(name="ltx2", task="t2v", pipeline_class_name=PIPELINE),

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 import torch
 
 from dit_lora.data.video import FrameStart
-from dit_lora.families.diffusion.clip_audio import AudioGeometry
-from dit_lora.families.diffusion.run_state import FlowRun
+from dit_lora.kit.clip_audio import AudioGeometry
+from dit_lora.kit.run_state import FlowRun
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Lumina 2's model card: the usage snippet (the system prompt and caption length training used, when they are not
 the pipeline's), its rows and the license; the adapter is the kit's
-(:class:`~dit_lora.families.diffusion.adapter.KitAdapter`: ``Lumina2Pipeline``'s saver, ``Lumina2LoraLoaderMixin``,
+(:class:`~dit_lora.kit.adapter.KitAdapter`: ``Lumina2Pipeline``'s saver, ``Lumina2LoraLoaderMixin``,
 the VAE reloaded in fp32)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.families.diffusion.adapter import KitCard, quoted
 from dit_lora.families.lumina2.encoders import max_sequence_length
+from dit_lora.kit.adapter import KitCard, quoted
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -14,8 +14,8 @@ from typing import Any
 
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_gemma_tokenizer, demo_words
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 #: the tiny configs and their reasons: ``demo.json`` beside this module
 DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder", "scheduler"))
@@ -70,5 +70,5 @@ def _tiny(seed: int) -> tiny.TinyPipeline:
 
 
 #: the tiny Lumina2Pipeline: its components in memory and the pipeline written to a folder, from ``seed``
-#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+#: (:func:`~dit_lora.kit.tiny.builders`)
 build_tiny_lumina2_components, build_tiny_lumina2_pipeline = tiny.builders(_tiny)

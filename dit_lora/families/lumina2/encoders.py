@@ -11,9 +11,9 @@ import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.prompts import CaptionLength, caption_length, text_pipeline
-from dit_lora.families.diffusion.text_conditioned import encoder_identity
+from dit_lora.kit.components import DiffusionEncoders
+from dit_lora.kit.prompts import CaptionLength, caption_length, text_pipeline
+from dit_lora.kit.text_conditioned import encoder_identity
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -28,7 +28,7 @@ PROMPT_START = " <Prompt Start> "
 def default_system_prompt() -> str:
     """Lumina2Pipeline's own system prompt (set in its ``__init__``: read from an instance without components, so
     it follows the installed diffusers)."""
-    from dit_lora.families.diffusion.loader import model_class  # imports diffusers: only when asked
+    from dit_lora.kit.loader import model_class  # imports diffusers: only when asked
 
     pipeline = model_class("diffusers", "Lumina2Pipeline")(
         transformer=None, scheduler=None, vae=None, text_encoder=None, tokenizer=None

@@ -1,5 +1,5 @@
 """Lumina 2's loss: the kit's rectified flow over cached latents and masked captions
-(:class:`~dit_lora.families.diffusion.caption_flow.MaskedCaptionFlowLoss`) in Lumina 2's time and sign conventions.
+(:class:`~dit_lora.kit.caption_flow.MaskedCaptionFlowLoss`) in Lumina 2's time and sign conventions.
 
 ``x_t = (1 - sigma) x0 + sigma eps`` with sigma from the checkpoint's shifted table (shift 6.0, no dynamic shifting)
 at the run's ``--weighting_scheme`` density (the shared default ``logit_normal``; diffusers' example uses ``none``,
@@ -20,13 +20,13 @@ from typing import Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.caption_flow import (
+from dit_lora.families.lumina2.state import run_state, tables
+from dit_lora.kit.caption_flow import (
     HostCaptionLengths,
     MaskedCaptionFlowLoss,
     reversed_target,
     reversed_time,
 )
-from dit_lora.families.lumina2.state import run_state, tables
 
 
 def caption_counts(batch: dict[str, Any]) -> list[int]:

@@ -11,12 +11,12 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.builder import LatentGrid
-from dit_lora.families.diffusion.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, published_parts
 from dit_lora.families.lumina2 import demo as tiny_lumina2  # looked up at call time: tests stand in the build
 from dit_lora.families.lumina2.encoders import max_sequence_length
 from dit_lora.families.lumina2.state import Lumina2Run
+from dit_lora.kit.builder import LatentGrid
+from dit_lora.kit.components import Fp32VaePrecision, ShapesDemo
+from dit_lora.kit.loader import KitModel, LoadedParts, published_parts
 from dit_lora.modelfiles.pipeline_files import read_component_config
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
@@ -124,7 +124,7 @@ BUCKETS = LatentGrid()
 
 
 def check_demo_size(cfg: TrainConfig) -> None:
-    """``FamilySpec.demo``'s check (:class:`~dit_lora.families.diffusion.components.ShapesDemo`): ``--resolution``
+    """``FamilySpec.demo``'s check (:class:`~dit_lora.kit.components.ShapesDemo`): ``--resolution``
     against the demo model's latent stride, nothing built yet."""
     stride = tiny_lumina2.latent_stride()
     if cfg.data.resolution % stride:

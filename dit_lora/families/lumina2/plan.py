@@ -1,4 +1,4 @@
-"""Lumina 2's memory plan (:class:`~dit_lora.families.diffusion.caption_plan.CaptionPlan`): its components from their
+"""Lumina 2's memory plan (:class:`~dit_lora.kit.caption_plan.CaptionPlan`): its components from their
 configs on the meta device and the cached caption embeddings with their mask at the run's full caption length.
 
 The transformer's RoPE embedder reads each caption's token count back from its mask, a value a trace on fake tensors
@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.caption_plan import CaptionPlan
 from dit_lora.families.lumina2.encoders import max_sequence_length
 from dit_lora.families.lumina2.model import give_host_counts
 from dit_lora.families.lumina2.state import Lumina2Run
+from dit_lora.kit.caption_plan import CaptionPlan
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -1,6 +1,6 @@
 """Lumina 2's validation samples: from the in-memory transformer (cached caption embeddings and masks, the
 checkpoint's own flow-matching Euler sampler) and from Lumina2Pipeline with the saved adapter
-(:class:`~dit_lora.families.diffusion.image_samples.SquareImageSamples`)."""
+(:class:`~dit_lora.kit.image_samples.SquareImageSamples`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.families.diffusion.image_samples import SquareImageSamples
-from dit_lora.families.diffusion.sampling import flow_sampler
 from dit_lora.families.lumina2.encoders import max_sequence_length, system_prompt
+from dit_lora.kit.image_samples import SquareImageSamples
+from dit_lora.kit.sampling import flow_sampler
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

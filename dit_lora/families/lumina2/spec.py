@@ -13,14 +13,14 @@ modulation is inline in its block); the generic points patch its diffusers ``RMS
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import folder_spec
-from dit_lora.families.diffusion.text_padding import TrimmedTextData
 from dit_lora.families.lumina2.adapter import LUMINA2_VAE
 from dit_lora.families.lumina2.comfyui import EXPORT
 from dit_lora.families.lumina2.encoders import max_sequence_length
 from dit_lora.families.lumina2.model import BUCKETS
 from dit_lora.families.lumina2.state import run_state
+from dit_lora.kit.adapter import KitAdapter
+from dit_lora.kit.builder import folder_spec
+from dit_lora.kit.text_padding import TrimmedTextData
 
 #: what the model card, the loader and the levers say about Lumina 2
 INFO = FamilyInfo(
@@ -43,7 +43,7 @@ INFO = FamilyInfo(
 
 def lumina2_spec(name: str = "lumina2") -> FamilySpec:
     """A new Lumina 2 spec: Lumina-Image 2.0 (and the tiny random variant of the tests); its folder's parts
-    (:func:`~dit_lora.families.diffusion.builder.folder_spec`) and what it adds: the trimmed caption padding, the
+    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the trimmed caption padding, the
     fp32 VAE of the reload, the ComfyUI export, its buckets and the size they default to."""
     text = TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding")
     adapter = KitAdapter(INFO, fp32_vae=LUMINA2_VAE)

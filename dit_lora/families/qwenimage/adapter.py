@@ -8,10 +8,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.spec import FamilyInfo
-from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet
-from dit_lora.families.diffusion.conditioning import card_input_source
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, max_sequence_length
 from dit_lora.families.qwenimage.processor import load_processor
+from dit_lora.kit.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet
+from dit_lora.kit.conditioning import card_input_source
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

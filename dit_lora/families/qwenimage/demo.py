@@ -22,9 +22,9 @@ import torch
 
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import demo_words
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.qwenimage.processor import image_only_processor, save_processor
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 __all__ = [
     "EDIT_PIPELINES",
@@ -148,5 +148,5 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
 
 #: the tiny Qwen-Image pipeline (``"edit"``, ``"edit_plus"``: the Edit models', with their ``processor``), the
 #: transformer and text encoder in bf16, the VAE in fp32: its components in memory and the pipeline written to a
-#: folder (:func:`~dit_lora.families.diffusion.tiny.builders`)
+#: folder (:func:`~dit_lora.kit.tiny.builders`)
 build_tiny_qwenimage_components, build_tiny_qwenimage_pipeline = tiny.builders(_tiny, "t2i")

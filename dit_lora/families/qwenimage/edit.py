@@ -28,11 +28,11 @@ from PIL import Image
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.edit_data import ControlSetup, control_pixels, to_pil
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, QwenImageEncoders, pad_text
 from dit_lora.families.qwenimage.loss import QwenImageLoss, pack_latents
 from dit_lora.families.qwenimage.samples import QwenImageSamples
 from dit_lora.families.qwenimage.state import run_state
+from dit_lora.kit.edit_data import ControlSetup, control_pixels, to_pil
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

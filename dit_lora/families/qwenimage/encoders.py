@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.prompts import CaptionLength, text_pipeline
-from dit_lora.families.diffusion.text_conditioned import LengthCaptions, TextSettingsSetup
 from dit_lora.families.qwenimage.state import run_state
+from dit_lora.kit.prompts import CaptionLength, text_pipeline
+from dit_lora.kit.text_conditioned import LengthCaptions, TextSettingsSetup
 
 #: ``--max_sequence_length``, else QwenImagePipeline.__call__'s default, 512
 max_sequence_length = CaptionLength(512)

@@ -19,11 +19,11 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.data.text_padding import cut_text_padding
-from dit_lora.families.diffusion.components import DiffusionLoss
-from dit_lora.families.diffusion.text_padding import TrimmedTextData
 from dit_lora.families.qwenimage.encoders import max_sequence_length
 from dit_lora.families.qwenimage.shift import image_seq_len, shift_factor, shifted_sigmas
 from dit_lora.families.qwenimage.state import run_state
+from dit_lora.kit.components import DiffusionLoss
+from dit_lora.kit.text_padding import TrimmedTextData
 from dit_lora.modeling.flow_matching import density_draws, loss_weighting, noisy_latents, velocity_target
 from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
@@ -100,7 +100,7 @@ class QwenImageLoss(DiffusionLoss):
 class QwenImageData(TrimmedTextData):
     """``FamilySpec.data``: the standard image data (an Edit model's: each sample with its control images,
     ``edit_data.EditMedia``), then (cached) the caption length every batch is cut to (the kit's
-    :class:`~dit_lora.families.diffusion.text_padding.TrimmedTextData`)."""
+    :class:`~dit_lora.kit.text_padding.TrimmedTextData`)."""
 
     def __init__(self, edit: str | None = None) -> None:
         super().__init__(max_sequence_length, run_state, mask_key=MASK_KEY)
@@ -111,7 +111,7 @@ class QwenImageData(TrimmedTextData):
         if self.edit is None:
             return super().data_handler(cfg, spec)
         # imported here to keep text-to-image's imports lean
-        from dit_lora.families.diffusion.edit_data import ControlFlags, EditMedia
+        from dit_lora.kit.edit_data import ControlFlags, EditMedia
 
         flags = ControlFlags(
             "qwen_control_column", "qwen_control_dir", "Qwen-Image-Edit",

@@ -10,16 +10,16 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
-from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
-from dit_lora.families.diffusion.components import Fp32VaePrecision
-from dit_lora.families.diffusion.conditioning import check_validation_image
-from dit_lora.families.diffusion.demo_data import add_control_images, demo_data
-from dit_lora.families.diffusion.edit_data import refuse_edit_options
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.qwenimage import demo as tiny_qwenimage  # looked up at call time: tests stand in the build
 from dit_lora.families.qwenimage.encoders import MAX_SEQUENCE_LENGTH, max_sequence_length
 from dit_lora.families.qwenimage.processor import load_processor
 from dit_lora.families.qwenimage.state import QwenImageRun
+from dit_lora.kit.builder import AnyAspect, check_divisible
+from dit_lora.kit.components import Fp32VaePrecision
+from dit_lora.kit.conditioning import check_validation_image
+from dit_lora.kit.demo_data import add_control_images, demo_data
+from dit_lora.kit.edit_data import refuse_edit_options
+from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.families.qwenimage.encoders import max_sequence_length
 from dit_lora.families.qwenimage.state import QwenImageRun
+from dit_lora.kit.components import DiffusionPlan
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 if TYPE_CHECKING:

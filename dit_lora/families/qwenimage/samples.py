@@ -1,6 +1,6 @@
 """Qwen-Image's validation samples: from the in-memory transformer (cached prompt embeddings, the checkpoint's own
 dynamically shifted sampler) and from ``QwenImagePipeline`` with the saved adapter
-(:class:`~dit_lora.families.diffusion.image_samples.SquareImageSamples`)."""
+(:class:`~dit_lora.kit.image_samples.SquareImageSamples`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.image_samples import SquareImageSamples
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, max_sequence_length
 from dit_lora.families.qwenimage.state import run_state
+from dit_lora.kit.image_samples import SquareImageSamples
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

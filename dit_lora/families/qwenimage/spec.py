@@ -14,7 +14,6 @@ code); the generic points patch its diffusers ``RMSNorm``s and ``nn.LayerNorm``s
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.qwenimage.adapter import QwenImageAdapter, QwenImageCard
 from dit_lora.families.qwenimage.comfyui import EXPORTS
 from dit_lora.families.qwenimage.edit import EditEncoders, EditLoss, EditSamples, EditSetup
@@ -30,6 +29,7 @@ from dit_lora.families.qwenimage.model import (
 )
 from dit_lora.families.qwenimage.plan import QwenImagePlan
 from dit_lora.families.qwenimage.samples import QwenImageSamples
+from dit_lora.kit.builder import diffusion_spec
 
 #: each registry name's pipeline and model-card task (the Edit models: one or more control images per sample)
 VARIANTS = {

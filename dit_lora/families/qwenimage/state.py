@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dit_lora.contract.capabilities import TextSettings
-from dit_lora.families.diffusion.run_state import RunState
+from dit_lora.kit.run_state import RunState
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """Sana's model card: the usage snippet (the DC-AE in fp32), Sana's rows and the license; the adapter is the kit's
-(:class:`~dit_lora.families.diffusion.adapter.KitAdapter`, ``SanaPipeline``'s saver, the DC-AE reloaded in fp32)."""
+(:class:`~dit_lora.kit.adapter.KitAdapter`, ``SanaPipeline``'s saver, the DC-AE reloaded in fp32)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.families.diffusion.adapter import KitCard, quoted
 from dit_lora.families.sana.encoders import max_sequence_length
+from dit_lora.kit.adapter import KitCard, quoted
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -22,8 +22,8 @@ import torch
 
 from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA  # shared with the T5 demo tokenizer; re-exported
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 __all__ = [
     "TINY_SANA_CONFIGS",
@@ -58,7 +58,7 @@ def get_tiny_sana_config(size: str = "tiny") -> dict[str, Any]:
 
 
 def build_tiny_tokenizer():
-    """Sana's demo tokenizer: :func:`~dit_lora.families.diffusion.tiny.instruction_tokenizer` trained on the demo
+    """Sana's demo tokenizer: :func:`~dit_lora.kit.tiny.instruction_tokenizer` trained on the demo
     captions and SanaPipeline's default ``complex_human_instruction``."""
     words = SHAPES_VALIDATION_PROMPT.split() + (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
     return tiny.instruction_tokenizer("SanaPipeline", words)

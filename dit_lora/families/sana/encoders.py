@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.prompts import CaptionLength
-from dit_lora.families.diffusion.text_conditioned import InstructedCaptions
+from dit_lora.kit.prompts import CaptionLength
+from dit_lora.kit.text_conditioned import InstructedCaptions
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -21,7 +21,7 @@ max_sequence_length = CaptionLength(300)
 class SanaEncoders(InstructedCaptions):
     """``FamilySpec.encoders``: the cache's encoders, and (:class:`~dit_lora.contract.capabilities.PromptText`) how a
     run encodes captions, said without loading a weight: SanaPipeline's ``encode_prompt`` and instruction
-    (:class:`~dit_lora.families.diffusion.text_conditioned.InstructedCaptions`), at ``--max_sequence_length``."""
+    (:class:`~dit_lora.kit.text_conditioned.InstructedCaptions`), at ``--max_sequence_length``."""
 
     pipeline, identity_family, default_length = "SanaPipeline", "sana", max_sequence_length.default
 

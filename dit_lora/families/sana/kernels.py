@@ -14,10 +14,10 @@ import functools
 
 from torch import nn
 
-from dit_lora.families.diffusion.patch_table import PatchTable
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import LinearAttentionProcessor, SoftmaxAttentionProcessor
+from dit_lora.kit.patch_table import PatchTable
 
 #: its points, on code taken from diffusers 0.42.1
 SANA = PatchTable("sana", "diffusers 0.42.1")

@@ -1,5 +1,5 @@
 """Sana's loss: the kit's rectified flow over cached latents and masked captions
-(:class:`~dit_lora.families.diffusion.caption_flow.MaskedCaptionFlowLoss`: x_t = (1 - sigma) x0 + sigma eps, target
+(:class:`~dit_lora.kit.caption_flow.MaskedCaptionFlowLoss`: x_t = (1 - sigma) x0 + sigma eps, target
 eps - x0, the timestep density and loss weighting of ``diffusers.training_utils``, the flow shift read from the
 checkpoint's scheduler config, every batch cut to the caption tokens the cached captions use)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from dit_lora.families.diffusion.caption_flow import MaskedCaptionFlowLoss
 from dit_lora.families.sana.state import run_state, tables
+from dit_lora.kit.caption_flow import MaskedCaptionFlowLoss
 
 
 class SanaLoss(MaskedCaptionFlowLoss):

@@ -12,12 +12,12 @@ from dit_lora.catalogue import entries, match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.builder import LatentGrid, check_divisible
-from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, published_parts
 from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
 from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
 from dit_lora.families.sana.state import SanaRun
+from dit_lora.kit.builder import LatentGrid, check_divisible
+from dit_lora.kit.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
+from dit_lora.kit.loader import KitModel, LoadedParts, published_parts
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
@@ -136,7 +136,7 @@ SanaDefaults = SanaBuckets
 
 
 def check_demo_size(cfg: TrainConfig) -> None:
-    """``FamilySpec.demo``'s check (:class:`~dit_lora.families.diffusion.components.ShapesDemo`): ``--resolution``
+    """``FamilySpec.demo``'s check (:class:`~dit_lora.kit.components.ShapesDemo`): ``--resolution``
     against the demo model's config (``--demo_size``), nothing built yet."""
     tiny = tiny_sana.get_tiny_sana_config(cfg.model.demo_size)
     check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])

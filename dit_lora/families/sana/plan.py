@@ -1,11 +1,11 @@
-"""Sana's memory plan (:class:`~dit_lora.families.diffusion.caption_plan.CaptionPlan`): its components from their
+"""Sana's memory plan (:class:`~dit_lora.kit.caption_plan.CaptionPlan`): its components from their
 configs on the meta device and the cached text conditioning."""
 
 from __future__ import annotations
 
-from dit_lora.families.diffusion.caption_plan import CaptionPlan
 from dit_lora.families.sana.encoders import max_sequence_length
 from dit_lora.families.sana.state import SanaRun
+from dit_lora.kit.caption_plan import CaptionPlan
 
 
 class SanaPlan(CaptionPlan):

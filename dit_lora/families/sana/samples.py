@@ -1,5 +1,5 @@
 """Sana's validation samples: from the in-memory transformer (cached prompt embeddings, the checkpoint's own sampler)
-and from SanaPipeline with the saved adapter (:class:`~dit_lora.families.diffusion.image_samples.SquareImageSamples`)."""
+and from SanaPipeline with the saved adapter (:class:`~dit_lora.kit.image_samples.SquareImageSamples`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.image_samples import SquareImageSamples
 from dit_lora.families.sana.encoders import max_sequence_length
+from dit_lora.kit.image_samples import SquareImageSamples
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

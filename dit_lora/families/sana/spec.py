@@ -10,14 +10,14 @@ cached caption length), ``samples.py``, ``plan.py``, ``adapter.py`` (saving, loa
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import PatchPoints, folder_spec
-from dit_lora.families.diffusion.text_padding import TrimmedTextData
 from dit_lora.families.sana.adapter import SANA_VAE
 from dit_lora.families.sana.encoders import max_sequence_length
 from dit_lora.families.sana.kernels import patch_points
 from dit_lora.families.sana.model import SanaBuckets, SanaDefaults, SanaNotes
 from dit_lora.families.sana.state import run_state
+from dit_lora.kit.adapter import KitAdapter
+from dit_lora.kit.builder import PatchPoints, folder_spec
+from dit_lora.kit.text_padding import TrimmedTextData
 
 #: what the model card, the loader and ``--compile`` say about Sana
 INFO = FamilyInfo(
@@ -31,7 +31,7 @@ INFO = FamilyInfo(
 
 def sana_spec(name: str = "sana") -> FamilySpec:
     """A new Sana spec: text-to-image Sana 600M / 1.6B (and the tiny random variants of the tests); its folder's parts
-    (:func:`~dit_lora.families.diffusion.builder.folder_spec`) and what it adds: the trimmed caption padding, the
+    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the trimmed caption padding, the
     fp32 VAE of the reload, its buckets, fused-kernel patch points, defaults and notes."""
     text = TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding")
     adapter = KitAdapter(INFO, fp32_vae=SANA_VAE)

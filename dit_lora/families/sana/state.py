@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.families.diffusion.run_state import FlowRun
+from dit_lora.kit.run_state import FlowRun
 
 
 @dataclass

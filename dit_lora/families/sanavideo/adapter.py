@@ -1,5 +1,5 @@
 """SANA-Video's model card: the usage snippet (the Wan VAE in fp32), its rows and the license; the adapter is the
-kit's (:class:`~dit_lora.families.diffusion.adapter.KitAdapter`: ``save_lora_weights`` of diffusers'
+kit's (:class:`~dit_lora.kit.adapter.KitAdapter`: ``save_lora_weights`` of diffusers'
 ``SanaLoraLoaderMixin``, the stock pipeline of the base model reloaded with the Wan VAE in fp32)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from dit_lora.config import TrainConfig
-from dit_lora.families.diffusion.adapter import Snippet, VideoCard, first_frame_line, image_call_args
 from dit_lora.families.sanavideo.encoders import max_sequence_length
 from dit_lora.families.sanavideo.model import training_shift
+from dit_lora.kit.adapter import Snippet, VideoCard, first_frame_line, image_call_args
 
 #: the VAE SANA-Video decodes in fp32 (the reloaded pipeline's and the snippet's)
 SANA_VIDEO_VAE = "AutoencoderKLWan"

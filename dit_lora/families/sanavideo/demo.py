@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from dit_lora.data.synthetic.shapes import COLORS
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 #: the tiny model's configs, the tasks' pipelines and schedulers, and their reasons: ``demo.json`` beside this module
 DEMO = DemoFile(

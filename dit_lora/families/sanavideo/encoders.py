@@ -9,11 +9,11 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.latents import normalised_clip_latents
-from dit_lora.families.diffusion.prompts import CaptionLength
-from dit_lora.families.diffusion.text_conditioned import ClipSetup, InstructedCaptions
 from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.state import required, run_state
+from dit_lora.kit.latents import normalised_clip_latents
+from dit_lora.kit.prompts import CaptionLength
+from dit_lora.kit.text_conditioned import ClipSetup, InstructedCaptions
 
 #: the pipelines' ``max_sequence_length`` default (NVlabs' ``text_encoder.model_max_length``)
 TEXT_LEN = 300

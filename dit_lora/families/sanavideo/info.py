@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
-from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
+from dit_lora.kit.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
 
 T2V_PIPELINE = "SanaVideoPipeline"
 I2V_PIPELINE = "SanaImageToVideoPipeline"
@@ -32,7 +32,7 @@ TRAINED = {"frames": 81, "height": 480, "width": 832, "fps": 16}
 @dataclass(frozen=True)
 class SanaVideoInfo(ClipGeometry):
     """What the configs say about a SANA-Video checkpoint (diffusers' defaults where a file is unreadable): the Wan
-    VAE's and the transformer's geometry (:class:`~dit_lora.families.diffusion.info_cache.ClipGeometry`) and these."""
+    VAE's and the transformer's geometry (:class:`~dit_lora.kit.info_cache.ClipGeometry`) and these."""
 
     vae_class: str = "AutoencoderKLWan"
     sample_size: int = 30

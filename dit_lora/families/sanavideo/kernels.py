@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import functools
 
-from dit_lora.families.diffusion.patch_table import PatchTable
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import SoftmaxAttentionProcessor
+from dit_lora.kit.patch_table import PatchTable
 
 #: its points, on code taken from diffusers 0.42.1
 SANA_VIDEO = PatchTable("sanavideo", "diffusers 0.42.1")

@@ -1,4 +1,4 @@
-"""SANA-Video's loss (its data path: the kit's clips, :class:`~dit_lora.families.diffusion.video_sizes.ClipData`).
+"""SANA-Video's loss (its data path: the kit's clips, :class:`~dit_lora.kit.video_sizes.ClipData`).
 
 The loss is NVlabs' SANA-Video trainer's (``configs/sana_video_config/Sana_2000M_480px_AdamW_fsdp.yaml``:
 ``predict_flow_v``, ``linear_flow``, ``flow_shift`` 3.0, ``weighting_scheme: logit_normal`` with mean 0 and std 1;
@@ -23,8 +23,8 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.sanavideo.state import required, run_state
+from dit_lora.kit.components import DiffusionLoss
 from dit_lora.modeling.flow_matching import loss_weighting, noisy_latents, option_draw, velocity_target, weighted_mse
 
 

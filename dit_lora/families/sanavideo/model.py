@@ -9,17 +9,17 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.components import Fp32VaePrecision
-from dit_lora.families.diffusion.conditioning import check_validation_image
-from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
-from dit_lora.families.diffusion.info_cache import VideoNotes
-from dit_lora.families.diffusion.latents import clip_statistics
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
-from dit_lora.families.diffusion.video_sizes import OneClipPerStep
 from dit_lora.families.sanavideo import demo as tiny
 from dit_lora.families.sanavideo.info import EXAMPLE_ID, SanaVideoTask, forget_infos
 from dit_lora.families.sanavideo.options import TRAINING_SHIFT
 from dit_lora.families.sanavideo.state import SanaVideoRun
+from dit_lora.kit.components import Fp32VaePrecision
+from dit_lora.kit.conditioning import check_validation_image
+from dit_lora.kit.demo_data import build_demo_model, demo_clips
+from dit_lora.kit.info_cache import VideoNotes
+from dit_lora.kit.latents import clip_statistics
+from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
+from dit_lora.kit.video_sizes import OneClipPerStep
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
 

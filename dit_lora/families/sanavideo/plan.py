@@ -7,10 +7,10 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.caption_plan import caption_embeddings
-from dit_lora.families.diffusion.video_sizes import ClipPlan
 from dit_lora.families.sanavideo.encoders import max_sequence_length
 from dit_lora.families.sanavideo.model import make_components
+from dit_lora.kit.caption_plan import caption_embeddings
+from dit_lora.kit.video_sizes import ClipPlan
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 

@@ -1,5 +1,5 @@
 """SANA-Video's validation videos: the in-memory model or the reloaded pipeline, written as mp4 at 16 fps
-(:class:`~dit_lora.families.diffusion.video_samples.VideoSamples`)."""
+(:class:`~dit_lora.kit.video_samples.VideoSamples`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.conditioning import kept_conditioning_image
-from dit_lora.families.diffusion.video_samples import TaskVideoSamples
 from dit_lora.families.sanavideo.encoders import max_sequence_length
 from dit_lora.families.sanavideo.state import run_state
+from dit_lora.kit.conditioning import kept_conditioning_image
+from dit_lora.kit.video_samples import TaskVideoSamples
 
 
 class SanaVideoSamples(TaskVideoSamples):

@@ -11,9 +11,6 @@ Precision: transformer and Gemma-2 in the run's dtype (bf16 by default), the Wan
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
-from dit_lora.families.diffusion.video_sizes import ClipData
 from dit_lora.families.sanavideo.adapter import SANA_VIDEO_VAE, SanaVideoCard
 from dit_lora.families.sanavideo.encoders import SanaVideoEncoders, SanaVideoSetup
 from dit_lora.families.sanavideo.info import I2V_PIPELINE, T2V_PIPELINE, SanaVideoTask
@@ -27,6 +24,9 @@ from dit_lora.families.sanavideo.model import (
 )
 from dit_lora.families.sanavideo.plan import SanaVideoPlan
 from dit_lora.families.sanavideo.samples import SanaVideoSamples
+from dit_lora.kit.adapter import KitAdapter
+from dit_lora.kit.builder import PatchPoints, diffusion_spec
+from dit_lora.kit.video_sizes import ClipData
 
 TASKS = {
     "sanavideo": SanaVideoTask(name="sanavideo", task="t2v", pipeline_class_name=T2V_PIPELINE),

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from dit_lora.families.diffusion.run_state import FlowRun
+from dit_lora.kit.run_state import FlowRun
 
 
 @dataclass

@@ -27,9 +27,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.videollm.demo_common import TINY_TEXT_SIZES, build_tiny_checkpoint
 from dit_lora.families.videollm.demo_qwen import build_tiny_qwen_tokenizer
+from dit_lora.kit.demo_file import DemoFile
 
 __all__ = [
     "INTERNVL_ADDED_TOKENS",

@@ -31,8 +31,8 @@ import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
-from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.videollm.demo_common import TINY_MARKER, TINY_TEXT_SIZES, save_tiny_folder, seeded_model
+from dit_lora.kit.demo_file import DemoFile
 
 __all__ = [
     "TINY_VIDEOCHAT_VERSION",

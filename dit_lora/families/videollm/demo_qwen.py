@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
-from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.videollm.demo_common import TINY_MARKER, save_tiny_folder, seeded_model
+from dit_lora.kit.demo_file import DemoFile
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast

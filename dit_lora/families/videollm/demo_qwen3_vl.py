@@ -23,7 +23,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.videollm.demo_common import TINY_TEXT_SIZES, build_tiny_checkpoint
 from dit_lora.families.videollm.demo_qwen import (
     QWEN2_5_VL_CHAT_TEMPLATE,
@@ -31,6 +30,7 @@ from dit_lora.families.videollm.demo_qwen import (
     QWEN_SPECIAL_TOKENS,
     build_tiny_qwen_tokenizer,
 )
+from dit_lora.kit.demo_file import DemoFile
 
 __all__ = [
     "QWEN3_VL_CHAT_TEMPLATE",

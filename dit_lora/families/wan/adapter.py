@@ -13,7 +13,10 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.adapter import (
+from dit_lora.families.wan.comfyui import CONVERSION, DESCRIPTION, KEYS, TABLE, run_files, write_comfyui_files
+from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET, WanTask
+from dit_lora.families.wan.state import run_state
+from dit_lora.kit.adapter import (
     SEED_ARGUMENT,
     KitAdapter,
     Snippet,
@@ -21,9 +24,6 @@ from dit_lora.families.diffusion.adapter import (
     image_call_args,
     image_lines,
 )
-from dit_lora.families.wan.comfyui import CONVERSION, DESCRIPTION, KEYS, TABLE, run_files, write_comfyui_files
-from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET, WanTask
-from dit_lora.families.wan.state import run_state
 from dit_lora.output.adapter import adapter_index, write_adapter_index
 from dit_lora.output.comfyui_types import DORA_NOT_WRITTEN, RenamedExport, is_dora_file
 from dit_lora.output.names import ADAPTER_FILE

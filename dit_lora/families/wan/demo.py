@@ -63,8 +63,8 @@ from typing import Any
 import torch
 
 from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 __all__ = [
     "TINY_WAN_GEOMETRY",

@@ -9,11 +9,11 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.latents import model_identity, normalised_clip_latents
-from dit_lora.families.diffusion.prompts import pipeline_prompts
 from dit_lora.families.wan.info import TEXT_LEN, WanTask
 from dit_lora.families.wan.state import required, run_state
+from dit_lora.kit.components import DiffusionEncoders
+from dit_lora.kit.latents import model_identity, normalised_clip_latents
+from dit_lora.kit.prompts import pipeline_prompts
 
 
 class WanEncoders(DiffusionEncoders):

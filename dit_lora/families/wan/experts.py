@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from torch import nn
 
-from dit_lora.families.diffusion.components import DiffusionTrainables
+from dit_lora.kit.components import DiffusionTrainables
 from dit_lora.modeling.block_swap import Slot, follow_dtype, frozen_slots, host_copy, set_tensor
 
 if TYPE_CHECKING:

@@ -20,15 +20,6 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.core.quiet import dtype_kwarg
-from dit_lora.families.diffusion.adapter import first_frame_image
-from dit_lora.families.diffusion.components import DiffusionSetup
-from dit_lora.families.diffusion.conditioning import (
-    check_validation_image,
-    kept_conditioning_image,
-    refuse_stills,
-    to_pil,
-)
-from dit_lora.families.diffusion.loader import image_encoder_parts
 from dit_lora.families.wan.adapter import WanAdapter, WanCard
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import transformer_config
@@ -38,6 +29,15 @@ from dit_lora.families.wan.model import WanModel
 from dit_lora.families.wan.plan import WanPlan
 from dit_lora.families.wan.samples import WanSamples
 from dit_lora.families.wan.state import run_state
+from dit_lora.kit.adapter import first_frame_image
+from dit_lora.kit.components import DiffusionSetup
+from dit_lora.kit.conditioning import (
+    check_validation_image,
+    kept_conditioning_image,
+    refuse_stills,
+    to_pil,
+)
+from dit_lora.kit.loader import image_encoder_parts
 
 
 def i2v_pipeline(comps: Components, expand: bool):

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
 from dit_lora.families.wan.catalogue import default_size
+from dit_lora.kit.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
 
 T2V_PIPELINE = "WanPipeline"
 I2V_PIPELINE = "WanImageToVideoPipeline"
@@ -42,7 +42,7 @@ MAX_TOKEN_RATIO, MIN_TOKEN_RATIO = 2.0, 1 / 64
 @dataclass(frozen=True)
 class WanInfo(ClipGeometry):
     """What the small config files say about a Wan checkpoint (diffusers' defaults where unreadable): the VAE's and
-    the transformer's geometry (:class:`~dit_lora.families.diffusion.info_cache.ClipGeometry`: ``z_dim``, the VAE
+    the transformer's geometry (:class:`~dit_lora.kit.info_cache.ClipGeometry`: ``z_dim``, the VAE
     latent channels, is 16 for 2.1 and 2.2 A14B and 48 for 2.2 TI2V-5B, whose ``vae_spatial`` is 16) and these."""
 
     pipeline_class: str | None = None
@@ -160,7 +160,7 @@ forget_infos = cached_wan_info.forget
 class WanTask(VideoTask):
     """``FamilySpec.video_frames`` and ``frame_rate``: one of the two Wan families (``wan``: text-to-video, ``wan_i2v``:
     image-to-video) and what it reads from the checkpoint (:func:`cached_wan_info`); every other component holds it.
-    Its clip buckets are the kit's (:meth:`~dit_lora.families.diffusion.info_cache.VideoTask.video_buckets`: Wan has
+    Its clip buckets are the kit's (:meth:`~dit_lora.kit.info_cache.VideoTask.video_buckets`: Wan has
     no temporal patch, ``patch_size_t`` None), around the default size (:meth:`WanInfo.trained_size`)."""
 
     #: the checkpoint kinds this family trains

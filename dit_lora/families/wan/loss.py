@@ -1,6 +1,6 @@
 """Wan's loss: rectified flow on the checkpoint's shifted schedule (see :mod:`.spec`), each A14B expert on its own
 part of the table, TI2V-5B's per-token timesteps and clean first frame in image mode (its data path: the kit's clips,
-:class:`~dit_lora.families.diffusion.video_sizes.ClipData`)."""
+:class:`~dit_lora.kit.video_sizes.ClipData`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.wan.experts import WanExperts, expert_for_step, transformer_config
 from dit_lora.families.wan.state import required, run_state
+from dit_lora.kit.components import DiffusionLoss
 from dit_lora.modeling.flow_matching import noisy_latents, sampling_draw, velocity_target
 
 

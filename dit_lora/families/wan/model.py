@@ -21,13 +21,6 @@ from dit_lora.contract.family import Components
 from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_note
-from dit_lora.families.diffusion.components import DiffusionPrecision
-from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
-from dit_lora.families.diffusion.info_cache import VideoNotes
-from dit_lora.families.diffusion.latents import clip_statistics
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, load_pipeline
-from dit_lora.families.diffusion.peft_capable import make_peft_capable
-from dit_lora.families.diffusion.video_sizes import OneClipPerStep
 from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
 from dit_lora.families.wan.experts import WanExperts, expert_index_ranges
 from dit_lora.families.wan.info import (
@@ -42,6 +35,13 @@ from dit_lora.families.wan.info import (
     forget_infos,
 )
 from dit_lora.families.wan.state import WanRun
+from dit_lora.kit.components import DiffusionPrecision
+from dit_lora.kit.demo_data import build_demo_model, demo_clips
+from dit_lora.kit.info_cache import VideoNotes
+from dit_lora.kit.latents import clip_statistics
+from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, load_pipeline
+from dit_lora.kit.peft_capable import make_peft_capable
+from dit_lora.kit.video_sizes import OneClipPerStep
 from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,
     check_safetensors,
@@ -63,7 +63,7 @@ def trained_experts(task: WanTask, cfg: TrainConfig) -> list[str]:
 
 
 def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device) -> Components:
-    """The kit's loader (:func:`~dit_lora.families.diffusion.loader.load_pipeline`) on :data:`PARTS`: the trained
+    """The kit's loader (:func:`~dit_lora.kit.loader.load_pipeline`) on :data:`PARTS`: the trained
     expert(s) in the run's dtype (``--quantize_base`` through diffusers' config), UMT5 in the run's dtype, the VAE
     in fp32; 2.1 image-to-video also the CLIP image encoder (fp32) and its processor."""
     return load_pipeline(model, cfg, device)

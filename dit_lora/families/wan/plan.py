@@ -6,9 +6,9 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.video_sizes import ClipPlan
 from dit_lora.families.wan.info import TEXT_LEN, WanTask
 from dit_lora.families.wan.model import plan_wan_components, trained_experts
+from dit_lora.kit.video_sizes import ClipPlan
 
 
 class WanPlan(ClipPlan):

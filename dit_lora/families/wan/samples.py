@@ -1,5 +1,5 @@
 """Wan's validation videos: the in-memory model (the trained expert(s) in place) or the reloaded pipeline, written as
-mp4 (:class:`~dit_lora.families.diffusion.video_samples.VideoSamples`)."""
+mp4 (:class:`~dit_lora.kit.video_samples.VideoSamples`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.video_samples import TaskVideoSamples
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.families.wan.info import WanTask
 from dit_lora.families.wan.state import run_state
+from dit_lora.kit.video_samples import TaskVideoSamples
 
 
 def _transformers(comps: Components, denoiser, stack: ExitStack) -> dict[str, Any]:

@@ -37,8 +37,6 @@ the low-noise expert loads with ``load_into_transformer_2=True``) and the ComfyU
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
-from dit_lora.families.diffusion.video_sizes import ClipData
 from dit_lora.families.wan.adapter import WanAdapter, WanCard, WanExports
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import WanTrainables
@@ -58,6 +56,8 @@ from dit_lora.families.wan.loss import WanLoss
 from dit_lora.families.wan.model import DEFAULTS, WanDemo, WanModel, WanNotes, WanPrecision
 from dit_lora.families.wan.plan import WanPlan
 from dit_lora.families.wan.samples import WanSamples
+from dit_lora.kit.builder import PatchPoints, diffusion_spec
+from dit_lora.kit.video_sizes import ClipData
 
 #: the two tasks: the registry name, the task, the checkpoint kinds it trains, its pipeline
 TASKS = {

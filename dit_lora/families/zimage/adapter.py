@@ -1,13 +1,13 @@
 """Z-Image's model card: the usage snippet, Z-Image's rows and the license; the adapter is the kit's
-(:class:`~dit_lora.families.diffusion.adapter.KitAdapter`: ``ZImagePipeline``'s saver, ``ZImageLoraLoaderMixin``,
+(:class:`~dit_lora.kit.adapter.KitAdapter`: ``ZImagePipeline``'s saver, ``ZImageLoraLoaderMixin``,
 the VAE reloaded in fp32)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dit_lora.families.diffusion.adapter import KitCard, quoted
 from dit_lora.families.zimage.encoders import max_sequence_length
+from dit_lora.kit.adapter import KitCard, quoted
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

@@ -17,8 +17,8 @@ import torch
 
 from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, demo_words
-from dit_lora.families.diffusion import tiny
-from dit_lora.families.diffusion.demo_file import DemoFile
+from dit_lora.kit import tiny
+from dit_lora.kit.demo_file import DemoFile
 
 #: the tiny configs and their reasons: ``demo.json`` beside this module
 DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder", "scheduler"))
@@ -121,5 +121,5 @@ def _tiny(seed: int) -> tiny.TinyPipeline:
 
 
 #: the tiny ZImagePipeline: its components in memory and the pipeline written to a folder, from ``seed``
-#: (:func:`~dit_lora.families.diffusion.tiny.builders`)
+#: (:func:`~dit_lora.kit.tiny.builders`)
 build_tiny_zimage_components, build_tiny_zimage_pipeline = tiny.builders(_tiny)

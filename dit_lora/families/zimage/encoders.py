@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.prompts import CaptionLength, pipeline_prompts
-from dit_lora.families.diffusion.text_conditioned import LengthCaptions
+from dit_lora.kit.prompts import CaptionLength, pipeline_prompts
+from dit_lora.kit.text_conditioned import LengthCaptions
 
 #: ``--max_sequence_length``, else ZImagePipeline's default, 512 (the chat template's tokens count in it)
 max_sequence_length = CaptionLength(512)

@@ -17,9 +17,9 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.caption_flow import HostCaptionLengths, reversed_target, reversed_time
 from dit_lora.families.zimage.encoders import unpadded
 from dit_lora.families.zimage.state import tables
+from dit_lora.kit.caption_flow import HostCaptionLengths, reversed_target, reversed_time
 from dit_lora.modeling.flow_matching import noisy_latents, sampling_draw
 from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 

@@ -11,11 +11,11 @@ import torch
 from dit_lora.catalogue import match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
-from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, model_configs, published_parts
 from dit_lora.families.zimage import demo as tiny_zimage  # looked up at call time: tests stand in the build
 from dit_lora.families.zimage.state import ZImageRun
+from dit_lora.kit.builder import AnyAspect, check_divisible
+from dit_lora.kit.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
+from dit_lora.kit.loader import KitModel, LoadedParts, model_configs, published_parts
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
@@ -126,7 +126,7 @@ class ZImageBuckets(AnyAspect):
 
 
 def check_demo_size(cfg: TrainConfig) -> None:
-    """``FamilySpec.demo``'s check (:class:`~dit_lora.families.diffusion.components.ShapesDemo`): ``--resolution``
+    """``FamilySpec.demo``'s check (:class:`~dit_lora.kit.components.ShapesDemo`): ``--resolution``
     against the demo model's config, nothing built yet."""
     tiny = tiny_zimage.get_tiny_zimage_config()
     check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])

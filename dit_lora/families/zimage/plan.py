@@ -1,12 +1,12 @@
-"""Z-Image's memory plan (:class:`~dit_lora.families.diffusion.caption_plan.CaptionPlan`): its components from their
+"""Z-Image's memory plan (:class:`~dit_lora.kit.caption_plan.CaptionPlan`): its components from their
 configs on the meta device and the cached caption embeddings at the run's full caption length (the longest a batch
 can hold; no ``caption_lengths``: every caption is full)."""
 
 from __future__ import annotations
 
-from dit_lora.families.diffusion.caption_plan import CaptionPlan
 from dit_lora.families.zimage.encoders import max_sequence_length
 from dit_lora.families.zimage.state import ZImageRun
+from dit_lora.kit.caption_plan import CaptionPlan
 
 
 class ZImagePlan(CaptionPlan):

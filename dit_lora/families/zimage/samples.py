@@ -1,6 +1,6 @@
 """Z-Image's validation samples: from the in-memory transformer (cached caption embeddings, the checkpoint's own
 flow-matching Euler sampler) and from ZImagePipeline with the saved adapter
-(:class:`~dit_lora.families.diffusion.image_samples.SquareImageSamples`)."""
+(:class:`~dit_lora.kit.image_samples.SquareImageSamples`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.families.diffusion.image_samples import SquareImageSamples
-from dit_lora.families.diffusion.sampling import flow_sampler
 from dit_lora.families.zimage.encoders import max_sequence_length, unpadded
+from dit_lora.kit.image_samples import SquareImageSamples
+from dit_lora.kit.sampling import flow_sampler
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig

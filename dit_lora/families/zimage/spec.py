@@ -13,11 +13,11 @@ modulation is inline in its block); the generic points patch its diffusers ``RMS
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import folder_spec
 from dit_lora.families.zimage.adapter import ZIMAGE_VAE
 from dit_lora.families.zimage.comfyui import EXPORTS
 from dit_lora.families.zimage.model import ZImageBuckets, ZImageDefaults, ZImageNotes
+from dit_lora.kit.adapter import KitAdapter
+from dit_lora.kit.builder import folder_spec
 
 #: what the model card, the loader, --blocks_to_swap and FSDP2 say about Z-Image
 INFO = FamilyInfo(
@@ -42,7 +42,7 @@ INFO = FamilyInfo(
 
 def zimage_spec(name: str = "zimage") -> FamilySpec:
     """A new Z-Image spec: Turbo and base, and the tiny random variants of the tests; its folder's parts
-    (:func:`~dit_lora.families.diffusion.builder.folder_spec`) and what it adds: the fp32 VAE of the reload, the
+    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the fp32 VAE of the reload, the
     ComfyUI export (also a LoKr/LoHa run's), its buckets, defaults and notes."""
     adapter = KitAdapter(INFO, fp32_vae=ZIMAGE_VAE)
     return folder_spec(

@@ -17,7 +17,7 @@ def test_a_pipeline_of_its_own_dimensions_is_found_trained_and_reloaded(tmp_path
 
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
     from dit_lora.families.chroma import demo
-    from dit_lora.families.diffusion import tiny
+    from dit_lora.kit import tiny
 
     description = demo._tiny("hd", 1)
     config = demo.DEMO.read().variant("hd")

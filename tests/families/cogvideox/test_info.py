@@ -25,7 +25,7 @@ from dit_lora.families.cogvideox.info import (
     rope_limit,
     size_flags,
 )
-from dit_lora.families.diffusion.video_sizes import ClipData
+from dit_lora.kit.video_sizes import ClipData
 from dit_lora.registry import get_family
 from config_stand_in import stand_in
 

@@ -301,7 +301,7 @@ def test_validation_videos_in_memory_and_from_the_reloaded_adapter(models, clips
     import av
 
     from dit_lora.data.video import load_video_samples
-    from dit_lora.families.diffusion.components import release_encoders
+    from dit_lora.kit.components import release_encoders
     from dit_lora.modeling.trainables import split_trainable_state
 
     family, cfg, comps, batch = _setup(models, case, validation_prompt="a red square", num_validation_images=2)

@@ -71,7 +71,7 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
     from diffusers import DiTPipeline
 
     import dit_lora
-    from dit_lora.families.diffusion import make_peft_capable
+    from dit_lora.kit import make_peft_capable
     from dit_lora.families.dit.embedding import resize_class_embeddings
     from dit_lora.modeling import trainables
     from dit_lora.training.checkpoint import TRAINABLE_FILE

@@ -17,7 +17,7 @@ import json
 import pytest
 import torch
 
-from dit_lora.families.diffusion.packed import LORA_LAYERS, latent_ids
+from dit_lora.kit.packed import LORA_LAYERS, latent_ids
 
 #: (widths, image tokens per side, text tokens, batch): the demo's tiny transformer, and FLUX.1 [dev]'s real widths
 #: at one double and one single block over a 1024 px image (4,096 image tokens and T5's 512)

@@ -17,8 +17,8 @@ def test_a_pipeline_of_its_own_dimensions_is_found_trained_and_reloaded(tmp_path
     from PIL import Image
 
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
-    from dit_lora.families.diffusion import tiny
-    from dit_lora.families.diffusion.demo_data import add_control_images
+    from dit_lora.kit import tiny
+    from dit_lora.kit.demo_data import add_control_images
     from dit_lora.families.flux import demo
 
     description = demo._tiny(variant, 1)

@@ -10,7 +10,7 @@ from peft import LoraConfig
 from dit_lora.contract.spec import generic_defaults
 from dit_lora.core.errors import UserError
 from dit_lora.families.flux2.demo import tiny_configs
-from dit_lora.families.diffusion.loader import folder_pipeline
+from dit_lora.kit.loader import folder_pipeline
 from dit_lora.families.flux2.model import PIPELINES, check_resolution
 from dit_lora.registry import get_family
 

@@ -8,7 +8,7 @@ from flux2_configs import flux2_cfg
 
 from dit_lora.contract.family import Components
 from dit_lora.families.flux2.demo import SCHEDULER_CONFIG
-from dit_lora.families.diffusion.sampling import flow_sampler
+from dit_lora.kit.sampling import flow_sampler
 from dit_lora.families.flux2.samples import Flux2Samples, call_kwargs
 from dit_lora.families.flux2.state import Flux2Run
 from dit_lora.registry import get_family

@@ -10,7 +10,7 @@ import torch
 from safetensors import safe_open
 
 from dit_lora.config import TrainConfig
-from dit_lora.families.diffusion.adapter import KitAdapter
+from dit_lora.kit.adapter import KitAdapter
 from dit_lora.registry import get_spec
 
 

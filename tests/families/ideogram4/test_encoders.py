@@ -16,7 +16,7 @@ def _comps(parts):
 def test_the_latents_are_what_the_pipelines_decode_undoes(parts):
     """The pipeline's decode (batch-norm denormalisation, then ``view(B, h, w, 2, 2, C).permute(0, 5, 1, 3, 2, 4)``)
     of the packed tokens gives back the VAE posterior's mode: the patch order and the statistics are the pipeline's."""
-    from dit_lora.families.diffusion.tiny import shapes_pixels
+    from dit_lora.kit.tiny import shapes_pixels
     from dit_lora.families.ideogram4.encoders import packed_latents
 
     vae = parts["vae"]

@@ -16,7 +16,7 @@ def test_a_pipeline_of_its_own_dimensions_is_found_trained_and_reloaded(tmp_path
     into the stock Krea2Pipeline with every LoRA module live at scale 1 and changes its output."""
 
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
-    from dit_lora.families.diffusion import tiny
+    from dit_lora.kit import tiny
     from dit_lora.families.krea2 import demo
 
     description = demo._tiny("raw", 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from dit_lora.families.diffusion.clip_audio import AudioGeometry, spectrogram
+from dit_lora.kit.clip_audio import AudioGeometry, spectrogram
 from dit_lora.families.ltx2.demo import TINY_GEOMETRY, TINY_TEXT_LENGTH
 
 
@@ -19,7 +19,7 @@ def test_the_audio_path_is_whole(tiny):
 
 
 def test_statistics_normalise_both_streams(tiny):
-    from dit_lora.families.diffusion import tiny as kit
+    from dit_lora.kit import tiny as kit
 
     g = TINY_GEOMETRY
     clips = kit.moving_square_clips(1, 4, g["num_frames"], g["height"], g["width"])

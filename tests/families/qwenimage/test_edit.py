@@ -32,7 +32,7 @@ CONFIG = ENTRIES[0].configs["scheduler/scheduler_config.json"]
 @pytest.fixture(scope="module")
 def tiny_edit_plus(tmp_path_factory):
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
-    from dit_lora.families.diffusion.demo_data import add_control_images
+    from dit_lora.kit.demo_data import add_control_images
     from dit_lora.families.qwenimage.demo import build_tiny_qwenimage_pipeline
 
     root = tmp_path_factory.mktemp("edit")

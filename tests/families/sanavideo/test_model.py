@@ -24,8 +24,8 @@ def folder(tmp_path):
 
 def test_another_vae_and_a_missing_validation_image_are_refused(folder, monkeypatch):
     spec = get_family("sanavideo_i2v")
-    monkeypatch.setattr("dit_lora.families.diffusion.loader.check_safetensors", lambda *a: None)  # configs only
-    monkeypatch.setattr("dit_lora.families.diffusion.loader.check_tokenizer_packages", lambda *a: None)
+    monkeypatch.setattr("dit_lora.kit.loader.check_safetensors", lambda *a: None)  # configs only
+    monkeypatch.setattr("dit_lora.kit.loader.check_tokenizer_packages", lambda *a: None)
     cfg = sanavideo_cfg("sanavideo_i2v", pretrained_model_name_or_path=str(folder), validation_image="nope.png")
     with pytest.raises(UserError, match="--validation_image `nope.png` does not exist"):
         spec.model.validate_config(cfg)

@@ -11,7 +11,7 @@ from zimage_layout import zimage_cfg
 
 from dit_lora.catalogue import by_hub_id
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.caption_flow import reversed_target, reversed_time
+from dit_lora.kit.caption_flow import reversed_target, reversed_time
 from dit_lora.families.zimage.loss import caption_lengths
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.registry import get_family

@@ -11,7 +11,7 @@ from zimage_layout import zimage_cfg
 from dit_lora.config.schema import ValidationOptions
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.sampling import flow_sampler
+from dit_lora.kit.sampling import flow_sampler
 from dit_lora.families.zimage.samples import embeddings
 from dit_lora.families.zimage.state import ZImageRun
 from dit_lora.registry import get_family

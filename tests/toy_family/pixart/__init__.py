@@ -1,4 +1,4 @@
-"""A toy PixArt-alpha family outside the package, on the diffusers family kit (``dit_lora/families/diffusion/``),
+"""A toy PixArt-alpha family outside the package, on the diffusers family kit (``dit_lora/kit/``),
 registered with ``register_family(ENTRY)`` (nothing in ``dit_lora`` names it); it states only what differs."""
 
 from dit_lora.registry import FamilyEntry

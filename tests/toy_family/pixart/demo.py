@@ -1,4 +1,4 @@
-"""A tiny random PixArt-alpha pipeline as the kit's :class:`~dit_lora.families.diffusion.tiny.TinyPipeline`: only the
+"""A tiny random PixArt-alpha pipeline as the kit's :class:`~dit_lora.kit.tiny.TinyPipeline`: only the
 widths and depths shrink (``ada_norm_single``, a learned sigma, a T5 of the shapes captions' words, PixArt's DPM-Solver
 over DDPM's linear betas)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dit_lora.families.diffusion import tiny
+from dit_lora.kit import tiny
 
 TINY_PIXART_VERSION = 1  # bump when the configs or the init change: a build of another version is rebuilt
 RESOLUTION = 32  # sample_size 4 x the VAE's 8x

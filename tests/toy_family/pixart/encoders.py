@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import (DiffusionEncoders, DiffusionLoss, ddpm_noised, model_identity,
+from dit_lora.kit.components import (DiffusionEncoders, DiffusionLoss, ddpm_noised, model_identity,
                                                    posterior_latents)
 
 from .model import run_state

@@ -9,11 +9,11 @@ import torch
 
 from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.builder import LatentGrid
-from dit_lora.families.diffusion.components import DiffusionPlan, Fp32VaePrecision, ddpm_schedule
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
-from dit_lora.families.diffusion.peft_capable import make_peft_capable
-from dit_lora.families.diffusion.run_state import EpsilonRun, output_layout
+from dit_lora.kit.builder import LatentGrid
+from dit_lora.kit.components import DiffusionPlan, Fp32VaePrecision, ddpm_schedule
+from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.kit.peft_capable import make_peft_capable
+from dit_lora.kit.run_state import EpsilonRun, output_layout
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 from .options import DEFAULT_TEXT_LENGTH, text_length

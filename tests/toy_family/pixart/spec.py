@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, image_call_args
-from dit_lora.families.diffusion.builder import diffusion_spec
-from dit_lora.families.diffusion.components import PipelineSamples, ShapesDemo
-from dit_lora.families.diffusion.peft_capable import PeftFitting
+from dit_lora.kit.adapter import KitAdapter, KitCard, image_call_args
+from dit_lora.kit.builder import diffusion_spec
+from dit_lora.kit.components import PipelineSamples, ShapesDemo
+from dit_lora.kit.peft_capable import PeftFitting
 from dit_lora.output.names import PEFT_ADAPTER_FILE
 
 from .demo import RESOLUTION, build_tiny_pixart_pipeline

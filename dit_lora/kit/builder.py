@@ -1,0 +1,242 @@
+"""The diffusers family kit's spec builder: :func:`diffusion_spec` fills every default component of a diffusion
+family's :class:`~dit_lora.contract.spec.FamilySpec` and wires the components that need each other, so a family's
+``spec.py`` states only what differs.
+
+Defaults: the standard image data (:class:`~.components.DiffusionData`), metadata captions
+(:class:`~.components.DiffusionCaptions`), no notes, the precision of the model's ``PipelineParts`` (else the model
+in the run's dtype, :class:`~.components.DiffusionPrecision`), nothing set up per run
+(:class:`~.components.DiffusionSetup`), the kit's adapter on ``info.pipeline_class_name``
+(:class:`~.adapter.KitAdapter`), where the family's exports can also write beside the adapter (its ComfyUI file),
+those exports as its adapter extras, and, where its clip buckets' component also says the model's frame rate (a video
+family's task), that component as its frame rate. Wiring: the loss takes the encoders,
+the samples take the encoders, the plan takes the encoders, the loss and the image buckets, and the model.
+:func:`folder_spec` goes one step further for a family laid out as the kit lays families out: it finds each component
+in its conventional module, so the family's ``spec.py`` names only what its folder does not say.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from dit_lora.contract.capabilities import AdapterExtras, FrameRate
+from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.core.errors import UserError
+from dit_lora.kit.adapter import KitAdapter
+from dit_lora.kit.components import (
+    DiffusionCaptions,
+    DiffusionData,
+    DiffusionNotes,
+    DiffusionPlan,
+    DiffusionPrecision,
+    DiffusionSetup,
+)
+from dit_lora.kit.demo_data import nearest_sizes
+from dit_lora.kit.text_conditioned import TextSettingsSetup
+from dit_lora.modelfiles.pipeline_files import read_component_config
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
+
+def check_divisible(resolution: int, multiple: int, why: str) -> None:
+    """Refuse a ``--resolution`` that is not a multiple of ``multiple`` in one paragraph: ``why`` (the family's latent
+    stride and its pipeline's rule), then the nearest sizes that are."""
+    if resolution % multiple:
+        raise UserError(
+            f"--resolution {resolution} is not divisible by {multiple}: {why}. Use {nearest_sizes(resolution, multiple)}."
+        )
+
+
+class AnyAspect:
+    """``FamilySpec.image_buckets`` of a transformer that takes any latent grid (its patch embedding has no fixed
+    positional table, or its RoPE positions follow the grid): buckets of any aspect ratio in steps of ``stride``, the
+    latent stride in pixels, the VAE's downsampling x the patch size (a family whose stride depends on the model's
+    configs overrides :meth:`bucket_stride`)."""
+
+    def __init__(self, stride: int = 16) -> None:
+        self.stride = stride
+
+    def bucket_stride(self, cfg: TrainConfig) -> int:
+        """:attr:`stride`."""
+        return self.stride
+
+    def square_only(self, cfg: TrainConfig) -> str | None:
+        """Never: the transformer takes any grid."""
+        return None
+
+
+class LatentGrid(AnyAspect):
+    """``FamilySpec.image_buckets`` and ``FamilySpec.defaults`` of a transformer that patchifies any latent grid
+    (PixArt's, DiT's, Sana's): buckets of any aspect ratio in the latent stride, the VAE's downsampling (2 to the
+    number of its config's ``vae_key`` blocks, ``vae_blocks`` when unset, less one) x the patch size (the transformer
+    config's ``patch_key``, ``patch`` when unset; ``default_stride`` without a model), and, for an uncatalogued model,
+    the resolution it was built for (the transformer's ``sample_size`` x the VAE's downsampling), all read from the
+    model's small config files (``sample_size``: the transformer class's own default, for a config that leaves it
+    unset). ``square``: why a transformer that unpatchifies only squares takes squares only (None: any aspect)."""
+
+    def __init__(
+        self,
+        patch_key: str = "patch_size",
+        default_stride: int = 16,
+        *,
+        vae_key: str = "block_out_channels",
+        vae_blocks: int = 4,
+        patch: int = 2,
+        sample_size: int | None = None,
+        square: str | None = None,
+    ) -> None:
+        self.patch_key, self.default_stride = patch_key, default_stride
+        self.vae_key, self.vae_blocks, self.patch, self.sample_size = vae_key, vae_blocks, patch, sample_size
+        self.square = square
+
+    def square_only(self, cfg: TrainConfig) -> str | None:
+        """``square``: the reason every image is cropped to the ``--resolution`` square, or None."""
+        return self.square
+
+    def sizes(self, cfg: TrainConfig) -> tuple[int, int, int | None]:
+        """(the VAE's downsampling, the patch size, the transformer's ``sample_size``; None when unset and the class
+        has no default, or when the transformer's config cannot be read)."""
+        vae, transformer = (read_component_config(cfg.model, folder) or {} for folder in ("vae", "transformer"))
+        factor = 2 ** (len(vae.get(self.vae_key, [0] * self.vae_blocks)) - 1)
+        sample = transformer.get("sample_size", self.sample_size if transformer else None)
+        return factor, int(transformer.get(self.patch_key, self.patch)), sample
+
+    def bucket_stride(self, cfg: TrainConfig) -> int:
+        """The VAE's downsampling x the patch size (``default_stride`` without a model)."""
+        if not cfg.model.pretrained_model_name_or_path:
+            return self.default_stride
+        factor, patch, _ = self.sizes(cfg)
+        return factor * patch
+
+    def check_resolution(self, cfg: TrainConfig) -> None:
+        """Refuse a ``--resolution`` the transformer cannot patch, in one paragraph naming the size to use."""
+        stride = self.bucket_stride(cfg)
+        if cfg.data.resolution % stride:
+            raise UserError(
+                f"--resolution {cfg.data.resolution} is not a multiple of {stride} (the VAE's downsampling x the patch "
+                f"size). Use {max(stride, cfg.data.resolution // stride * stride)}."
+            )
+
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+        """The resolution the model was built for (nothing when its configs do not say)."""
+        factor, _, sample = self.sizes(cfg)
+        if not (sample and read_component_config(cfg.model, "vae")):
+            return {}
+        return {"resolution": (int(sample) * factor, f"transformer sample_size {sample} x the VAE's {factor}x")}
+
+
+class PatchPoints:
+    """``FamilySpec.kernels``: the family's fused-kernel patch points (``points``: its ``kernels.patch_points``,
+    called on use: the kernels pull in Triton's launchers)."""
+
+    def __init__(self, points: Callable[[], Iterable[Any]]) -> None:
+        self.points = points
+
+    def kernel_patch_points(self) -> list:
+        """The family's patch points."""
+        return list(self.points())
+
+
+def default_components(info: FamilyInfo, model: Any = None, stated: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The components a diffusion family gets unless it states its own (the precision: that of the ``parts`` its
+    ``model`` was given, where it was). Two of the ``stated`` components serve a second role unless the family says
+    otherwise: ``exports`` that also write beside the adapter are its adapter extras (every run writes its exported
+    file too), ``video_frames`` that also say the model's frame rate (a video task) are its frame rate."""
+    parts = getattr(model, "parts", None)
+    exports, frames = (stated or {}).get("exports"), (stated or {}).get("video_frames")
+    return {
+        "data": DiffusionData(),
+        "captions": DiffusionCaptions(),
+        "notes": DiffusionNotes(),
+        "precision": parts.precision if parts is not None else DiffusionPrecision(),
+        "setup": DiffusionSetup(),
+        "adapter": KitAdapter(info),
+        **({"adapter_extras": exports} if isinstance(exports, AdapterExtras) else {}),
+        **({"frame_rate": frames} if isinstance(frames, FrameRate) else {}),
+    }
+
+
+def diffusion_spec(
+    name: str,
+    info: FamilyInfo,
+    *,
+    model: Any,
+    encoders: Any,
+    loss: Callable[[Any], Any],
+    samples: Callable[[Any], Any] | None = None,
+    plan: Callable[[Any, Any, Any], Any] | None = None,
+    **components: Any,
+) -> FamilySpec:
+    """A diffusion family's spec: ``loss(encoders)``, ``samples(encoders)`` and ``plan(encoders, loss,
+    image_buckets)`` built here (a family whose constructors take more binds it: ``functools.partial`` or a
+    lambda), every component of :func:`default_components` filled unless ``components`` states it (a family's
+    component wins; None leaves it out), the rest of ``components`` as given."""
+    built_loss = loss(encoders)
+    filled = {**default_components(info, model, components), **components}
+    built_plan = plan(encoders, built_loss, filled.get("image_buckets")) if plan is not None else None
+    if isinstance(built_plan, DiffusionPlan):
+        built_plan.model = model  # the kit's plan_components builds the model's own components on the meta device
+    return FamilySpec(
+        name=name,
+        info=info,
+        model=model,
+        encoders=encoders,
+        loss=built_loss,
+        samples=samples(encoders) if samples is not None else None,
+        plan=built_plan,
+        **filled,
+    )
+
+
+#: the kit's folder layout: each component's module in a family folder and how the name of its one class there ends
+ROLES = {
+    "model": ("model", "Model"),
+    "encoders": ("encoders", "Encoders"),
+    "loss": ("loss", "Loss"),
+    "samples": ("samples", "Samples"),
+    "plan": ("plan", "Plan"),
+    "card": ("adapter", "Card"),
+}
+
+
+def role_class(package: str, role: str) -> type:
+    """The one class of ``role`` (:data:`ROLES`) that ``package``'s module defines, refused in one sentence where the
+    module defines none or several (then the family's ``spec.py`` names it)."""
+    module_name, suffix = ROLES[role]
+    module = importlib.import_module(f"{package}.{module_name}")
+    found = [
+        value
+        for key, value in vars(module).items()
+        if isinstance(value, type) and key.endswith(suffix) and value.__module__ == module.__name__
+    ]
+    if len(found) != 1:
+        names = ", ".join(c.__name__ for c in found) or "none"
+        raise TypeError(
+            f"{module.__name__} must define one class whose name ends in {suffix!r} (found {names}); "
+            f"else name the family's {role} in its spec.py"
+        )
+    return found[0]
+
+
+def folder_spec(name: str, info: FamilyInfo, package: str, **components: Any) -> FamilySpec:
+    """The spec of a diffusion family whose folder follows the kit's layout (ARCHITECTURE.md, "Adding a family"):
+    ``model.py``'s model class built with ``info`` and the module's ``PARTS``, ``encoders.py``'s encoders, the loss,
+    samples and plan classes of ``loss.py``, ``samples.py`` and ``plan.py``, ``adapter.py``'s card built with
+    ``info``, the captions' settings set up into ``state.py``'s ``run_state`` (:class:`TextSettingsSetup`) and
+    ``model.py``'s ``DEMO`` (a class-conditional family states its own setup). ``components`` add to these or replace
+    them by name, as :func:`diffusion_spec` takes them; a component the family names is not looked up."""
+    model_module = importlib.import_module(f"{package}.model")
+    encoders = components.pop("encoders") if "encoders" in components else role_class(package, "encoders")()
+    found: dict[str, Callable[[], Any]] = {
+        "model": lambda: role_class(package, "model")(info, model_module.PARTS),
+        "loss": lambda: role_class(package, "loss"),
+        "samples": lambda: role_class(package, "samples"),
+        "plan": lambda: role_class(package, "plan"),
+        "card": lambda: role_class(package, "card")(info),
+        "setup": lambda: TextSettingsSetup(encoders, importlib.import_module(f"{package}.state").run_state),
+        "demo": lambda: model_module.DEMO,
+    }
+    stated = {role: make() for role, make in found.items() if role not in components}
+    return diffusion_spec(name, info, encoders=encoders, **stated, **components)

@@ -1,0 +1,293 @@
+"""kit/builder.py: the spec builder fills every default component, wires the ones that need each
+other, and a family's own component wins."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from diffusion_stand_ins import PoolingEncoding
+
+from dit_lora.config import TrainConfig
+from dit_lora.contract import capabilities as caps
+from dit_lora.contract.spec import FamilyInfo
+from dit_lora.core.errors import UserError
+from dit_lora.kit import components as base
+from dit_lora.kit.adapter import KitAdapter, KitCard
+from dit_lora.kit.builder import AnyAspect, LatentGrid, PatchPoints, default_components, diffusion_spec
+
+INFO = FamilyInfo(pipeline_class_name="SanaPipeline")
+
+
+class Encoders(PoolingEncoding, base.DiffusionEncoders):
+    pass
+
+
+class Model(base.DiffusionModel):
+    def validate_config(self, cfg):
+        pass
+
+    def load_components(self, cfg, device):
+        raise NotImplementedError
+
+
+class Loss(base.DiffusionLoss):
+    def compute_loss(self, comps, model, batch, generator, cfg):
+        raise NotImplementedError
+
+
+class Samples(base.DiffusionSamples):
+    def generate(self, comps, model, cond, cfg, seed):
+        raise NotImplementedError
+
+    def generate_with_pipeline(self, pipe, prompt, cfg, seed, num_images, comps=None):
+        raise NotImplementedError
+
+
+class Plan(base.DiffusionPlan):
+    def plan_components(self, cfg, read, depth=None):
+        raise NotImplementedError
+
+    def plan_conditioning(self, comps, cfg, batch_size):
+        raise NotImplementedError
+
+
+class Buckets:
+    def bucket_stride(self, cfg):
+        return 32
+
+    def square_only(self, cfg):
+        return False
+
+
+def test_the_builder_fills_every_default_and_wires_the_components():
+    encoders, buckets = Encoders(), Buckets()
+    spec = diffusion_spec("toy", INFO, model=Model(INFO), encoders=encoders, loss=Loss, samples=Samples, plan=Plan,
+                          image_buckets=buckets)
+    assert spec.name == "toy" and spec.info is INFO and spec.encoders is encoders
+    assert type(spec.data) is base.DiffusionData and type(spec.captions) is base.DiffusionCaptions
+    assert type(spec.notes) is base.DiffusionNotes and type(spec.precision) is base.DiffusionPrecision
+    assert type(spec.setup) is base.DiffusionSetup
+    assert type(spec.adapter) is KitAdapter and spec.adapter.info is INFO and spec.adapter.fp32_vae is None
+    assert spec.loss.encoders is encoders and spec.samples.encoders is encoders
+    assert (spec.plan.encoders, spec.plan.loss, spec.plan.buckets) == (encoders, spec.loss, buckets)
+    assert spec.image_buckets is buckets and spec.card is None and spec.demo is None and spec.kernels is None
+    assert set(default_components(INFO)) == {"data", "captions", "notes", "precision", "setup", "adapter"}
+
+
+def test_a_familys_own_component_wins_and_none_leaves_one_out():
+    captions, adapter = base.DiffusionCaptions(caption_source="class_folders"), KitAdapter(INFO, fp32_vae="AutoencoderDC")
+    spec = diffusion_spec("toy", INFO, model=Model(INFO), encoders=Encoders(), loss=Loss, captions=captions,
+                          adapter=adapter, notes=None)
+    assert spec.captions is captions and spec.adapter is adapter and spec.notes is None
+    assert spec.samples is None and spec.plan is None  # a family without validation samples or a plan
+
+
+class Exported:
+    def export_formats(self):
+        return {"comfyui": "ComfyUI's names"}
+
+    def export_adapter(self, output_dir, fmt):
+        return []
+
+
+class ExportedBeside(Exported):
+    def save_adapter_extras(self, output_dir, comps, cfg):
+        pass
+
+
+def test_exports_that_write_beside_the_adapter_are_its_extras_unless_the_family_says_otherwise():
+    """A family's ComfyUI export is written beside every saved adapter too: stated once, as its exports."""
+    def spec(**components):
+        return diffusion_spec("toy", INFO, model=Model(INFO), encoders=Encoders(), loss=Loss, **components)
+
+    beside = ExportedBeside()
+    assert spec(exports=beside).adapter_extras is beside
+    assert spec(exports=beside, adapter_extras=None).adapter_extras is None
+    own = ExportedBeside()
+    assert spec(exports=beside, adapter_extras=own).adapter_extras is own
+    assert "adapter_extras" not in default_components(INFO, stated={"exports": Exported()})  # an export only on request
+
+
+class Clips:
+    def video_buckets(self, cfg):
+        return [(17, 64, 64)]
+
+
+class ClipsAtARate(Clips):
+    def model_fps(self, cfg):
+        return 16.0
+
+
+def test_a_video_task_that_says_the_frame_rate_is_the_frame_rate_unless_the_family_says_otherwise():
+    """A video family's task gives both its clip buckets and the model's frame rate: stated once, as video_frames."""
+    def spec(**components):
+        return diffusion_spec("toy", INFO, model=Model(INFO), encoders=Encoders(), loss=Loss, **components)
+
+    task = ClipsAtARate()
+    assert spec(video_frames=task).frame_rate is task
+    assert spec(video_frames=task, frame_rate=None).frame_rate is None
+    assert spec(video_frames=Clips()).frame_rate is None and spec().frame_rate is None
+
+
+def test_a_kit_model_stated_with_its_parts_hands_them_out_and_their_precision_is_the_specs():
+    """A KitModel built with its PipelineParts needs no pipeline_parts of its own, and the spec's precision is the
+    parts' (stated once); a family's own precision still wins, and a model without parts says so."""
+    from dit_lora.kit.loader import KitModel, PipelineParts
+
+    class Parted(KitModel):
+        def validate_config(self, cfg):
+            pass
+
+        def build_components(self, cfg, loaded, device):
+            raise NotImplementedError
+
+    precision = base.Fp32VaePrecision()
+    parts = PipelineParts(kind="Toy", example_id="toy/Toy", transformer="T", vae="V", precision=precision)
+    model = Parted(INFO, parts)
+    assert model.pipeline_parts(TrainConfig.for_family("sana")) is parts
+    assert diffusion_spec("toy", INFO, model=model, encoders=Encoders(), loss=Loss).precision is precision
+    own = base.DiffusionPrecision()
+    assert diffusion_spec("toy", INFO, model=model, encoders=Encoders(), loss=Loss, precision=own).precision is own
+    with pytest.raises(TypeError, match="states no PipelineParts"):
+        Parted(INFO).pipeline_parts(TrainConfig.for_family("sana"))
+
+
+def test_patch_points_are_listed_on_use():
+    calls = []
+    kernels = PatchPoints(lambda: calls.append(1) or iter(["a", "b"]))
+    assert calls == [] and kernels.kernel_patch_points() == ["a", "b"] and calls == [1]
+
+
+def _cfg(path, **values) -> TrainConfig:
+    return TrainConfig.for_family("sana", pretrained_model_name_or_path=str(path), **values)
+
+
+def _model(path, vae_blocks: int, patch: int, sample: int | None = 4):
+    for sub, config in (("vae", {"block_out_channels": [8] * vae_blocks}),
+                        ("transformer", {"patch_size": patch, **({"sample_size": sample} if sample else {})})):
+        (path / sub).mkdir(parents=True)
+        (path / sub / "config.json").write_text(json.dumps(config))
+    (path / "model_index.json").write_text("{}")
+    return path
+
+
+def test_the_latent_grid_reads_the_stride_and_the_native_size_from_the_configs(tmp_path):
+    grid = LatentGrid()
+    assert isinstance(grid, caps.ImageBuckets) and isinstance(grid, caps.ModelDefaults)
+    cfg = _cfg(_model(tmp_path / "m", vae_blocks=4, patch=2), resolution=40)
+    assert grid.bucket_stride(cfg) == 16 and grid.square_only(cfg) is None
+    assert grid.generic_defaults(cfg) == {"resolution": (32, "transformer sample_size 4 x the VAE's 8x")}
+    assert grid.generic_defaults(_cfg(_model(tmp_path / "n", 2, 1, sample=None))) == {}
+    assert LatentGrid(default_stride=8).bucket_stride(TrainConfig()) == 8  # no model
+    # a transformer class's own sample_size (DiT's 32) stands in for a config that leaves it unset
+    unset = _cfg(tmp_path / "n")
+    assert LatentGrid(sample_size=32).generic_defaults(unset) == {
+        "resolution": (64, "transformer sample_size 32 x the VAE's 2x")}
+    with pytest.raises(UserError, match=r"--resolution 40 is not a multiple of 16 .* Use 32\."):
+        grid.check_resolution(cfg)
+    grid.check_resolution(_cfg(cfg.model.pretrained_model_name_or_path, resolution=64))
+    # a transformer that unpatchifies only squares (DiT's) says why, on the same grid
+    assert LatentGrid(square="it unpatchifies a square").square_only(cfg) == "it unpatchifies a square"
+
+
+def test_check_divisible_says_why_and_the_nearest_sizes():
+    """A multiple passes; any other size is one paragraph: the size, the multiple, the family's reason, the nearest
+    sizes either side."""
+    from dit_lora.kit.builder import check_divisible
+
+    check_divisible(512, 16, "never said")
+    with pytest.raises(UserError, match=r"^--resolution 520 is not divisible by 16: the VAE's 8x times 2x2\. "
+                                        r"Use 512 or 528\.$"):
+        check_divisible(520, 16, "the VAE's 8x times 2x2")
+
+
+def test_any_aspect_takes_the_familys_stride_as_a_value():
+    cfg = TrainConfig()
+    assert AnyAspect().bucket_stride(cfg) == 16 and AnyAspect(32).bucket_stride(cfg) == 32
+    assert AnyAspect(32).square_only(cfg) is None
+
+
+def test_the_plan_builds_the_kit_models_own_components_on_the_meta_device(monkeypatch):
+    """A plan that states only its conditioning plans through the model ``diffusion_spec`` wires to it: the kit
+    model's ``build_components`` of ``plan_parts``, at the plan's depth key, with no device."""
+    from dit_lora.kit import loader
+
+    seen = []
+
+    class KitModel(loader.KitModel):
+        def validate_config(self, cfg):
+            pass
+
+        def build_components(self, cfg, loaded, device):
+            seen.append((loaded.transformer, loaded.scheduler_config, device))
+            return "components"
+
+    class ConditioningOnly(base.DiffusionPlan):
+        depth_key = ("transformer/config.json", "n_layers")
+
+        def plan_conditioning(self, comps, cfg, batch_size):
+            raise NotImplementedError
+
+    parts = loader.PipelineParts("Toy", "toy/Toy", "T", "V")
+    spec = diffusion_spec("toy", INFO, model=KitModel(INFO, parts), encoders=Encoders(), loss=Loss,
+                          plan=ConditioningOnly)
+    assert spec.plan.model is spec.model
+    planned = []
+    monkeypatch.setattr(loader, "plan_parts", lambda p, cfg, read, depth, key: planned.append((p, depth, key)) or
+                        loader.LoadedParts(transformers={"transformer": "meta transformer"}, vae=None,
+                                           scheduler_config={"k": 1}))
+    assert spec.plan.plan_components(TrainConfig(), read=None, depth=2) == "components"
+    assert planned == [(parts, 2, "n_layers")] and seen == [("meta transformer", {"k": 1}, None)]
+    with pytest.raises(TypeError, match="no model to plan"):
+        ConditioningOnly(Encoders(), None).plan_components(TrainConfig(), None)
+
+
+# ---- folder_spec: the parts a family folder holds by convention ------------------------------------------------------
+def test_folder_spec_finds_each_part_in_its_module_and_a_stated_one_wins():
+    """Chroma's spec is its folder's parts: model.py's model with PARTS, encoders.py's encoders, the loss, samples and
+    plan classes, adapter.py's card, the caption settings set up into state.py's run_state, model.py's DEMO; what
+    the family states (its data) replaces the default, and a role it names is not looked up."""
+    from dit_lora.families.chroma import model, state
+    from dit_lora.families.chroma.spec import INFO
+    from dit_lora.kit.builder import folder_spec
+    from dit_lora.kit.text_conditioned import TextSettingsSetup
+
+    spec = folder_spec("chroma", INFO, "dit_lora.families.chroma")
+    assert type(spec.model) is model.ChromaModel and spec.model.parts is model.PARTS
+    assert [type(getattr(spec, r)).__name__ for r in ("encoders", "loss", "samples", "plan", "card")] == [
+        "ChromaEncoders", "ChromaLoss", "ChromaSamples", "ChromaPlan", "ChromaCard"]
+    assert spec.card.info is INFO and spec.demo is model.DEMO
+    assert isinstance(spec.setup, TextSettingsSetup) and spec.setup.run_state is state.run_state
+    assert spec.setup.encoders is spec.encoders and spec.loss.encoders is spec.encoders
+    data, encoders = base.DiffusionData(), type(spec.encoders)()
+    stated = folder_spec("chroma", INFO, "dit_lora.families.chroma", data=data, notes=None, encoders=encoders)
+    assert stated.data is data and stated.notes is None and type(spec.notes) is base.DiffusionNotes
+    # the stated encoders are the ones the loss, the samples, the plan and the setup are wired to
+    assert stated.encoders is encoders and stated.loss.encoders is encoders and stated.setup.encoders is encoders
+
+
+def test_folder_spec_looks_up_no_role_the_family_states(monkeypatch):
+    from dit_lora.families.chroma.spec import INFO
+    from dit_lora.kit import builder
+
+    looked_up, real = [], builder.role_class
+    monkeypatch.setattr(builder, "role_class", lambda package, role: looked_up.append(role) or real(package, role))
+    card = KitCard(INFO)
+    assert builder.folder_spec("chroma", INFO, "dit_lora.families.chroma", card=card).card is card
+    assert sorted(looked_up) == ["encoders", "loss", "model", "plan", "samples"]
+
+
+def test_role_class_refuses_a_module_with_none_or_several_in_one_sentence(tmp_path, monkeypatch):
+    from dit_lora.kit.builder import role_class
+
+    package = tmp_path / "fam_by_convention"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "loss.py").write_text("class ALoss:\n    pass\n\n\nclass BLoss:\n    pass\n")
+    (package / "plan.py").write_text("from fam_by_convention.loss import ALoss as ImportedPlan\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TypeError, match=r"one class whose name ends in 'Loss' \(found ALoss, BLoss\).*spec.py"):
+        role_class("fam_by_convention", "loss")
+    with pytest.raises(TypeError, match=r"'Plan' \(found none\)"):
+        role_class("fam_by_convention", "plan")  # an imported class is not the module's own
