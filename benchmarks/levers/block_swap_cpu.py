@@ -18,7 +18,7 @@ per side: DC-AE's factor) and 300 caption tokens, loss MSE against a random targ
 Reported per N: the block stack's resident weights on the device, counted as the memory plan counts them (on a CPU
 host memory is the device's, so the bytes are counted, not the process's RSS): the frozen bytes of the blocks that
 stay, plus the most bytes of swapped blocks' device copies alive at once (``BlockSwap.stats.peak_bytes``); the
-plan's prediction of the same (``plan.estimate.SWAP_IN_FLIGHT``); the median step time over ``--steps`` timed steps
+plan's prediction of the same (``plan.placement.SWAP_IN_FLIGHT``); the median step time over ``--steps`` timed steps
 after ``--warmup`` (a CPU's copies are memcpy, so this is the swap's bookkeeping and copy cost, not PCIe's; the
 children keep freed memory for reuse as a CPU run does, ``--cpu_reuse_memory``), the time spent in the swap's calls
 and the bytes it copied per step; the
@@ -130,7 +130,7 @@ def predicted(result: dict, device: str) -> dict:
     """The plan's figures for the run (``plan.estimate``): the block weights on the device (all of them less the
     swapped ones plus those in flight, :data:`SWAP_IN_FLIGHT` of this kind of device), and what the swap adds to a
     CPU process (host memory is the device's there: only the copies in flight)."""
-    from dit_lora.plan.estimate import SWAP_IN_FLIGHT
+    from dit_lora.plan.placement import SWAP_IN_FLIGHT
 
     n, block = result["swap"], result["block_bytes"]
     in_flight = min(n, SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]) * block

@@ -16,19 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from dit_lora.catalogue import Checkpoint, by_hub_id, match
-from dit_lora.config import TrainConfig, config_fields
+from dit_lora.config import TrainConfig, config_fields, optimizers
 from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.spec import FamilySpec, generic_defaults
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 
 _REPO_WHY = "diffusers' default with --push_to_hub: the output folder's name, a repo of your token's account"
-#: --optimizer prodigy's learning rate when none is given: a multiplier of its own step-size estimate
-PRODIGY_LEARNING_RATE = 1.0
-_PRODIGY_WHY = (
-    "--optimizer prodigy: Prodigy finds its own step size and --learning_rate multiplies it (1.0, as diffusers' "
-    "examples and its authors advise; the documented 1e-4 would train at a ten-thousandth of it)"
-)
 
 
 def _repo_named_after(output_dir: str) -> str:
@@ -165,8 +159,9 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
         )
     if cfg.hub.push_to_hub and "hub_model_id" not in explicit:  # diffusers' scripts: a repo named after the output
         proposals["hub_model_id"] = (_repo_named_after(cfg.training.output_dir), _REPO_WHY)
-    if cfg.training.optimizer == "prodigy":  # over the entry's learning rate, which is AdamW's
-        proposals["learning_rate"] = (PRODIGY_LEARNING_RATE, _PRODIGY_WHY)
+    optimizer_rate = optimizers.named(cfg.training.optimizer).default_learning_rate  # the optimizer table's
+    if optimizer_rate is not None:  # over the entry's learning rate, which is AdamW's
+        proposals["learning_rate"] = optimizer_rate
     if cfg.video.frame_buckets:  # the buckets are every clip's size (check_combinations): no size default beside them
         for name in ("max_num_frames", "height", "width"):
             proposals.pop(name, None)

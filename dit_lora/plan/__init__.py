@@ -12,7 +12,8 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.data.aspect import parse_mode
 from dit_lora.plan import levers
-from dit_lora.plan.estimate import Plan, StepTrace, plan_run
+from dit_lora.plan.estimate import Plan, plan_run
+from dit_lora.plan.tracing import StepTrace
 
 
 def make_plan(

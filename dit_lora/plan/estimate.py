@@ -1,46 +1,22 @@
-"""Predict a run's peak memory and FLOPs per step without loading a weight.
+"""Predict a run's peak memory and FLOPs per step without loading a weight: :func:`plan_run` gives the
+:class:`Plan`.
 
-The family builds its components from their configs on the meta device (:meth:`plan_components`),
-the run's own :func:`~dit_lora.modeling.trainables.attach_trainables` adds LoRA, backbone groups, fp32
-masters and checkpointing, and one micro-batch per bucket goes through the family's own ``encode_images``
-(the cache step) and ``compute_loss`` + backward on fake tensors, counted by
-:class:`~dit_lora.plan.fake.LiveBytes` and ``torch.utils.flop_counter.FlopCounterMode``.
-
-Repeated blocks are identical, so the step is traced at two and at three blocks (:data:`TRACE_DEPTHS`) and
-extrapolated linearly to the model's depth: a 28-block trace costs what a 3-block one does, and activations,
-gradients and FLOPs all grow by the same amount per block from the second block on. The first block is not
-like the others: its input needs no gradient (the patch embedding before it is frozen), so its backward keeps
-less; extrapolating from one and two blocks took that lighter block's growth for every block's and overstated
-Wan's checkpointed step (1.3B at 81 x 480 x 832: 11.8 GiB against the full trace's 6.5, ``benchmarks/
-wan/step_gpu.py``). Weights are counted at full depth from the meta modules.
+The step is traced on fake tensors over the model's blocks (:mod:`.tracing`, which gives each bucket's
+:class:`~dit_lora.plan.tracing.StepTrace`); the weights are counted at full depth from the meta modules, where they
+are placed by :mod:`.placement` (a CPU's memory-mapped files, block swap, the cache's parking).
 
 What a process holds at its peak:
 - caching phase (diffusion with ``--cache_latents``): every component's weights plus one encode call;
-- training phase: the trained model's weights (encoders released after caching), the optimizer's two
-  moments (fp32, or bitsandbytes' 8-bit ones with ``--use_8bit_adam``: :func:`adam_moment_bytes`; torchao's 8-bit or
-  4-bit ones with ``--optimizer adamw8bit|adamw4bit``: :func:`lowbit_adam_state_bytes`), the guard's
-  rollback snapshot (parameters and moments), DDP's gradient buckets, and the
-  step's activations and gradients.
+- training phase: the trained model's weights (encoders released after caching), the optimizer's state (as the
+  optimizer table counts it for the run's optimizer: :mod:`dit_lora.config.optimizers`), the guard's
+  rollback snapshot (parameters and optimizer state), DDP's gradient buckets, and the
+  step's activations and gradients (with ``--activation_offloading`` on an accelerator, the offloaded figure).
 On a CPU, where a run reports its peak resident size, the Python process itself is added (measured here),
-and weights count as resident as :mod:`.resident` describes: a component loaded in its stored dtype is
-memory-mapped and counts in the caching phase only for the parameters the encode trace read (the trained
-model, first read after caching, not at all); a component converted at load counts in full, and a loading
-phase holds every converted component plus the largest converted one's stored bytes (its source pages,
-mapped beside the copy while it loads). The training step's live bytes are multiplied by
+and weights count as resident as :func:`~dit_lora.plan.placement.cpu_residency` says (memory-mapped ones for what
+is read, converted ones in full, with a loading phase). The training step's live bytes are multiplied by
 :data:`CPU_HEAP_FACTOR` there: glibc's heap keeps a step's freed activations in pieces the next activation
 does not fit, so a step's resident growth is a multiple of its live peak. (The no-grad encode of the caching
 phase frees as it goes: applied to it, a factor of 2.2 over-predicted DiT's peaks by 44%.)
-
-``--blocks_to_swap N`` (:mod:`dit_lora.modeling.block_swap`) takes the swapped blocks' frozen bytes off the trained
-model's resident weights on an accelerator, in the caching and the training phase, and adds back the blocks in flight
-(:data:`SWAP_IN_FLIGHT`); on a CPU host memory is the device's, so only the in-flight copies count, as a cost.
-
-``--activation_offloading`` moves every tensor autograd saves for backward to host memory and brings it back for
-backward; with ``--gradient_checkpointing`` those are the checkpointed blocks' inputs, so the device keeps the ones in
-flight (the block being recomputed and the next one arriving) beside the recomputation's own peak. The trace at
-:data:`TRACE_DEPTHS`' first depth holds exactly that many blocks' saved inputs and one recomputation, so its peak
-is the step's activations with offloading (:attr:`StepTrace.offloaded_bytes`; a conservative figure: what layers
-outside the blocks save is offloaded too in the run, and counted here). On a CPU the host is the device: no saving.
 
 ``engine="fsdp2"`` (torch's ``fully_shard`` over ``num_processes`` ranks) divides the trained model's parameters,
 the optimizer's moments and the guard's snapshot by the number of ranks and adds the unsharded weights of
@@ -60,11 +36,7 @@ trace holds whole. Activations are per rank, unchanged.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import dataclasses
-import functools
-import math
 import os
 import platform
 import types
@@ -74,25 +46,16 @@ from typing import Any
 import torch
 
 from dit_lora.catalogue import by_hub_id, lookup
-from dit_lora.config import TrainConfig
-from dit_lora.config.schema import ModelOptions
+from dit_lora.config import TrainConfig, optimizers
 from dit_lora.contract import spec as fallback
-from dit_lora.contract.capabilities import MemoryPlan
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
-from dit_lora.modeling import block_swap, cache_parking, quantize
-from dit_lora.modeling.trainables import attach_trainables
+from dit_lora.modeling import cache_parking, quantize
 from dit_lora.output.report import load_pyplot
-from dit_lora.plan import resident, trace_cache
-from dit_lora.plan.fake import (
-    LiveBytes,
-    ReadTensors,
-    fake_mode,
-    fake_module,
-    fused_attention,
-    meta_init_skipped,
-    module_bytes,
-)
+from dit_lora.plan import resident
+from dit_lora.plan.fake import module_bytes
+from dit_lora.plan.placement import block_sizes, cache_parked, cache_phase_weights, swap_figures
+from dit_lora.plan.tracing import StepTrace, attach_on_meta, planner, tracer
 
 #: On a CPU with glibc, resident growth of training steps over the live bytes their operators keep, without and
 #: with activation checkpointing: the medians over ``benchmarks/plan/cpu_heap_factor.py``'s cases (Sana, DiT,
@@ -104,17 +67,6 @@ from dit_lora.plan.fake import (
 #: allocations, and leaves more such holes. Measured with ``--cpu_reuse_memory``; glibc's defaults grow the
 #: heap alike (476 vs 455 MiB for one Sana step), so the factor does not depend on that flag.
 CPU_HEAP_FACTOR = {False: 1.96, True: 2.85}
-#: the depths a step is traced at before extrapolating (module docstring: the first block is lighter than the rest,
-#: so the per-block growth is read between blocks two and three); a model this deep or shallower is traced whole
-TRACE_DEPTHS = (2, 3)
-#: --blocks_to_swap: swapped blocks whose device copies live at once (never more than are swapped): the one computing
-#: and the next one arriving (``tests/modeling/test_block_swap.py`` measures two on the CPU), and on an accelerator
-#: one more, the one just left, whose memory the allocator reuses only once the compute stream has passed it
-#: (``record_stream``)
-SWAP_IN_FLIGHT = {"cpu": 2, "accelerator": 3}
-#: --activation_offloading: checkpointed blocks' saved inputs on the device at once (the block recomputing in the
-#: backward, whose input came back, and the next one prefetched); equals TRACE_DEPTHS[0], whose trace holds them
-OFFLOAD_IN_FLIGHT = 2
 #: engine="fsdp2": blocks whose weights are all-gathered (unsharded) at once: the one computing and the next one
 #: prefetched (module docstring)
 FSDP2_UNSHARDED_BLOCKS = 2
@@ -124,19 +76,6 @@ FSDP2_UNSHARDED_BLOCKS = 2
 DDP_BROADCAST_BUCKET = 250 * 2**20
 #: --quantize_base schemes whose savings the plan records for the ladder (plan/ladder.py)
 SCHEMES = ("nf4", "int8", "fp8", "fp8_scaled")
-
-
-@dataclass
-class StepTrace:
-    """One micro-batch of one bucket, extrapolated to the model's depth."""
-
-    bucket: str
-    checkpointing: bool
-    activation_bytes: int  # live bytes at the step's peak: activations, gradients, the batch
-    flops: int  # forward + backward of one micro-batch
-    #: the same with --activation_offloading (:data:`OFFLOAD_IN_FLIGHT` blocks' saved tensors on the device); None:
-    #: not known (a model traced whole, too shallow to tell a block's share): no saving claimed
-    offloaded_bytes: int | None = None
 
 
 @dataclass
@@ -173,7 +112,7 @@ class Plan:
     nf4_text_encoder_savings: int = 0
     blocks_to_swap: int = 0  #: --blocks_to_swap
     swapped_bytes: int = 0  #: the swapped blocks' frozen weights, kept in host memory
-    swap_in_flight_bytes: int = 0  #: the most of them on the device at once (:data:`SWAP_IN_FLIGHT` blocks)
+    swap_in_flight_bytes: int = 0  #: the most of them on the device at once (:data:`~.placement.SWAP_IN_FLIGHT` blocks)
     dequant_bytes: int = 0  #: --quantize_base fp8_scaled: the largest Linear weight dequantized while it runs
     activation_offloading: bool = False  #: --activation_offloading (StepTrace.offloaded_bytes on an accelerator)
     engine: str = "ddp"  #: "ddp" (a whole model per process) or "fsdp2" (sharded over num_processes)
@@ -187,7 +126,7 @@ class Plan:
     #: --use_ema on the device: the fp32 EMA of the trainable weights and its rollback snapshot (training/ema.py)
     ema_bytes: int = 0
     eight_bit_adam: bool = False  #: --use_8bit_adam: optimizer_bytes are bitsandbytes' 8-bit moments
-    optimizer: str = "adamw"  #: --optimizer (whose state optimizer_bytes counts)
+    optimizer: str = optimizers.DEFAULT  #: --optimizer (whose state optimizer_bytes counts)
     #: the run's blocks wait in host memory while the cache is built (modeling/cache_parking.py) where the base
     #: allows it: a cached run whose family lets them (:meth:`cache_parked_bytes`)
     blocks_wait: bool = False
@@ -338,248 +277,9 @@ def process_resident_bytes() -> int:
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _trace_step(spec: FamilySpec, cfg: TrainConfig, comps, batch: dict, mode) -> tuple[int, int]:
-    """(peak live bytes, FLOPs) of one loss + backward on the fake model."""
-    model = comps.model
-    batch_bytes = sum(v.numel() * v.element_size() for v in batch.values() if isinstance(v, torch.Tensor))
-    live = LiveBytes()
-    generator = torch.Generator().manual_seed(0)
-    with (
-        mode,
-        fused_attention(),
-        live,
-        torch.autocast("cpu", dtype=cfg.weight_dtype, enabled=cfg.training.mixed_precision != "no"),
-    ):
-        loss = planner(spec).plan_loss(comps, batch, generator, cfg)
-        loss.backward()
-    model.zero_grad(set_to_none=True)
-    return live.peak + batch_bytes, live.flops
-
-
-def _build(spec: FamilySpec, cfg: TrainConfig, read, depth: int | None, checkpointing: bool):
-    """Components at ``depth`` blocks with the run's trainables attached (meta device)."""
-    comps = planner(spec).plan_components(cfg, read, depth)
-    run_cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, gradient_checkpointing=checkpointing))
-    made = attach_on_meta(comps.model, spec, run_cfg)
-    comps.model.train()
-    _lycoris_layers_always_on(comps.model)
-    return comps, made
-
-
-def attach_on_meta(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfig):
-    """:func:`~dit_lora.modeling.trainables.attach_trainables` on a meta model, with the weights it adds made on the
-    meta device too. PEFT makes an adapter's matrices on the default device and initialises them (random draws over
-    every LoRA weight: a fifth of a Wan 14B plan's time) before moving them to their base layer's device, meta; the
-    plan reads only their shapes and dtypes, which are the same (and skips the initialisers of the meta tensors:
-    :func:`~dit_lora.plan.fake.meta_init_skipped`)."""
-    with torch.device("meta"), meta_init_skipped():
-        return attach_trainables(model, spec, cfg)
-
-
-def _builds(spec: FamilySpec, cfg: TrainConfig, read, depth: int, settings: tuple[bool, ...]):
-    """``(checkpointing, components)`` at ``depth`` for each setting in ``settings`` (meta device), as
-    :func:`_build` makes them, from one build: the components are built once without checkpointing and copied
-    for the setting that switches it on, which is all ``attach_trainables`` does differently. The copy is made
-    before any trace, so a cache a step leaves (CogVideoX keeps its RoPE tables in ``comps.state``) is made and
-    counted again in the other setting's trace, as in a build of its own; the frozen encoders are shared."""
-    first, *rest = sorted(settings)  # without checkpointing first: a copy switches it on, never off
-    comps, _ = _build(spec, cfg, read, depth, first)
-    out = [(first, comps)]
-    for gc in rest:
-        twin = copy.deepcopy(comps, {id(part): part for part in comps.encoders.values()})
-        fallback.enable_gradient_checkpointing(spec, twin.model)
-        out.append((gc, twin))
-    return out
-
-
-def _lycoris_layers_always_on(model: torch.nn.Module) -> None:
-    """LoKr and LoHa layers (PEFT's ``LycorisLayer``) in eval mode: in training their forward draws its module dropout
-    on the host (``torch.rand(1) > p``), a value fake tensors cannot give; in eval mode the layer always adds its
-    update, which is what a step without module dropout holds in memory (the plan's count)."""
-    from peft.tuners.lycoris_utils import LycorisLayer
-
-    for module in model.modules():
-        if isinstance(module, LycorisLayer):
-            module.training = False
-
-
-def _traces(
-    spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...], *, shares: bool = True
-) -> tuple[list[StepTrace], int, dict[str, float]]:
-    """Step traces for every bucket and checkpointing setting in ``settings``, the peak of one encode call, and
-    per component the fraction of its weight bytes that encode call read (``shares``; else none: only a CPU plan
-    reads them, :func:`cpu_residency`, and watching every operator's inputs costs the encode a tenth of its time).
-
-    One fake mode serves every trace, so the batches (the family's encode of one micro-batch per bucket) are
-    made once and reused; a model of at most :data:`TRACE_DEPTHS`' deepest is traced at its own depth.
-    """
-    depths = TRACE_DEPTHS if full_depth > TRACE_DEPTHS[-1] else (full_depth,)
-    measured: dict[tuple[str, bool], list[tuple[int, int]]] = {}
-    encode_peak, batches, read_share = 0, None, {}
-    mode = fake_mode()  # entered per use: the meta modules are built outside it
-    for depth in depths:
-        faked: set[int] = set()  # the encoders shared between a depth's builds are made fake once
-        for gc, comps in _builds(spec, cfg, read, depth, settings):  # meta modules, outside the fake mode
-            modules = [comps.model, *[m for m in comps.encoders.values() if isinstance(m, torch.nn.Module)]]
-            for module in modules:
-                if id(module) not in faked:
-                    fake_module(module, mode)
-                    faked.add(id(module))
-            with mode:
-                fallback.configure(spec, comps, cfg)
-                if batches is None:
-                    live, reads = LiveBytes(), ReadTensors() if shares else contextlib.nullcontext()
-                    with live, reads:
-                        batches = planner(spec).plan_batches(cfg, comps)
-                    encode_peak = live.peak
-                    if isinstance(reads, ReadTensors):
-                        read_share = _read_shares(comps, reads.ids)
-            for bucket, batch in batches:
-                measured.setdefault((bucket, gc), []).append(_trace_step(spec, cfg, comps, batch, mode))
-            del comps, modules
-    out = []
-    for (bucket, gc), points in measured.items():
-        if len(points) == 2:  # per block: the difference; the rest: what the shallower trace holds
-            (m1, f1), (m2, f2) = points
-            extra = full_depth - depths[0]
-            mem, flops = m1 + extra * max(m2 - m1, 0), f1 + extra * max(f2 - f1, 0)
-            # --activation_offloading: the shallower trace holds OFFLOAD_IN_FLIGHT blocks' saved tensors (module
-            # docstring); the blocks beyond those stay in host memory
-            offloaded: int | None = min(m1 + (OFFLOAD_IN_FLIGHT - depths[0]) * max(m2 - m1, 0), mem)
-        else:
-            (mem, flops), offloaded = points[0], None
-        out.append(StepTrace(bucket, gc, int(mem), int(flops), offloaded))
-    return out, encode_peak, read_share
-
-
 def _check_engine(engine: str) -> None:
     if engine not in ("ddp", "fsdp2"):
         raise ValueError(f"engine must be 'ddp' or 'fsdp2', not {engine!r}")
-
-
-def _tracer(spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, cache: bool):
-    """``traces(settings, shares=...)``: :func:`_kept_traces` with ``cache`` (unless ``DIT_LORA_PLAN_CACHE=0``), else
-    :func:`_traces`."""
-    return functools.partial(_kept_traces if cache and trace_cache.enabled() else _traces, spec, cfg, read, full_depth)
-
-
-def _kept_traces(
-    spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...], *, shares: bool = True
-) -> tuple[list[StepTrace], int, dict[str, float]]:
-    """:func:`_traces`, taken from :mod:`.trace_cache` when an earlier plan of the same inputs kept them."""
-    traced = {"depth": full_depth, "settings": list(settings), "shares": shares}
-    name = trace_cache.key(spec.name, cfg, traced)
-    kept = trace_cache.lookup(name, read, _decode_traces)
-    if kept is not None:
-        return kept
-    reader = trace_cache.RecordingReader(read)
-    steps, encode_peak, read_share = _traces(spec, cfg, reader, full_depth, settings, shares=shares)
-    result = {"steps": [dataclasses.asdict(s) for s in steps], "encode_peak": encode_peak, "read_share": read_share}
-    trace_cache.store(name, reader, result)
-    return steps, encode_peak, read_share
-
-
-def _decode_traces(kept: dict) -> tuple[list[StepTrace], int, dict[str, float]]:
-    steps = [StepTrace(**step) for step in kept["steps"]]
-    return steps, int(kept["encode_peak"]), {str(k): float(v) for k, v in kept["read_share"].items()}
-
-
-def _read_shares(comps, ids: set[int]) -> dict[str, float]:
-    """Per component of ``comps``, the fraction of its weight bytes among the tensors ``ids`` (those an encode read)."""
-    parts = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
-    return {k: resident.touched_bytes(m, ids) / max(module_bytes(m), 1) for k, m in parts.items()}
-
-
-def cpu_residency(
-    model: ModelOptions,
-    modules: dict[str, torch.nn.Module],
-    weights: dict[str, int],
-    read_share: dict[str, float],
-    model_subfolder: str,
-    copied: frozenset[str] | set[str] = frozenset(),
-) -> tuple[dict[str, int], int | None, list[str]]:
-    """On a CPU: each component's resident bytes in the caching phase, the loading phase's bytes, the mapped ones.
-
-    ``model``: the run's ``cfg.model`` (where the weights are stored); ``read_share``: per component, the fraction
-    of its bytes the encode trace read; ``copied``: components that load into fresh memory whatever their files
-    hold (quantized ones: their quantized size is in ``weights``), which read their source pages while they load,
-    as converted ones do. A component whose
-    stored dtype is unknown counts in full, as before this distinction. The catalogue's stored dtype describes
-    the transformer's files, so for a Hub id not downloaded only the model is placed by it.
-    """
-    entry = by_hub_id(str(model.pretrained_model_name_or_path or ""))
-    cache, converted, mapped = dict(weights), {}, []
-    for name, module in modules.items():
-        stored = resident.stored_component(
-            str(model.pretrained_model_name_or_path),
-            model_subfolder if name == "model" else name,
-            module,
-            variant=model.variant,
-            catalogue_dtype=entry.stored_dtype if entry is not None and name == "model" else None,
-        )
-        if stored is None:
-            continue
-        if name not in copied and stored.dtype == resident.loaded_dtype(module):
-            mapped.append(name)
-            cache[name] = int(weights[name] * read_share.get(name, 1.0))
-        else:  # the copy stays; the source is resident only while this component loads, so one at a time.
-            # Only the tensors the module loads are read: a file may hold more (CogVideoX's T5 file keeps the
-            # decoder that T5EncoderModel skips), so at most the module's own tensors at the stored dtype.
-            converted[name] = min(stored.nbytes, resident.stored_as(module, stored.dtype).nbytes)
-    load = sum(weights[k] for k in converted) + max(converted.values()) if converted else None
-    return cache, load, mapped
-
-
-def block_sizes(model: torch.nn.Module, paths) -> list[list[int]]:
-    """Per block list ``paths`` names on ``model``, each block's frozen bytes in execution order (what block swap
-    parks of it: :func:`dit_lora.modeling.block_swap.frozen_slots`)."""
-    return [
-        [sum(t.numel() * t.element_size() for _, _, t in block_swap.frozen_slots(block)) for block in blocks]
-        for blocks in block_swap.block_lists(model, paths)
-    ]
-
-
-def swap_fields(sizes: list[list[int]], count: int, device: str, scale: float) -> dict[str, int]:
-    """The plan's --blocks_to_swap fields for ``count`` in ``sizes`` (:func:`block_sizes`; the last blocks of each
-    list are swapped, as many as :func:`~dit_lora.modeling.block_swap.per_list_counts` says): the
-    swapped blocks' frozen bytes and the blocks in flight. ``scale``: the trained model's bytes as counted over its
-    bytes as built (below 1 when --quantize_base counts its linears smaller; the blocks hold nearly all of them, so
-    they shrink alike)."""
-    counts = block_swap.per_list_counts([len(blocks) for blocks in sizes], count)
-    chosen = [size for blocks, n in zip(sizes, counts) if n > 0 for size in blocks[len(blocks) - n :]]
-    # blocks of two lists can be on the device together (the last of one kept for the backward, the next arriving)
-    in_flight = min(sum(counts), SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]) * max(chosen, default=0)
-    return {
-        "blocks_to_swap": max(count, 0),
-        "swapped_bytes": int(sum(chosen) * scale),
-        "swap_in_flight_bytes": int(in_flight * scale),
-    }
-
-
-def cache_parked(plan, sizes: list[list[int]], scale: float, swapped: int) -> int:
-    """The trained model's bytes in host memory during the caching phase, of a ``plan`` (its ``device``, ``engine``,
-    ``blocks_wait`` and ``quantized``; ``sizes``: :func:`block_sizes`, ``scale`` as in :func:`swap_fields`,
-    ``swapped``: the swapped blocks' bytes). On an accelerator, every block's frozen bytes when they wait for the
-    cache (:mod:`~dit_lora.modeling.cache_parking`) or, under FSDP2, until each is sharded alone
-    (:func:`~dit_lora.modeling.block_swap.park_blocks`); else the swapped blocks'. On a CPU none (the host is the
-    device)."""
-    if plan.device == "cpu":
-        return 0
-    waits = plan.blocks_wait and plan.quantized not in block_swap.LIBRARY_QUANTIZED
-    if plan.engine == "fsdp2" or waits:
-        return int(sum(size for blocks in sizes for size in blocks) * scale)
-    return swapped
-
-
-def swap_figures(
-    cfg: TrainConfig, spec: FamilySpec, model: torch.nn.Module, device: str, scale: float
-) -> dict[str, int]:
-    """The plan's --blocks_to_swap fields for ``model`` (full depth, trainables attached); a count the model's lists
-    cannot give is refused in one paragraph, as the run refuses it (see :func:`swap_fields`)."""
-    count = int(cfg.performance.blocks_to_swap)
-    if count > 0:
-        block_swap.swapped_blocks(model, spec.info.block_lists, count, spec.name)
-    return swap_fields(block_sizes(model, spec.info.block_lists), count, device, scale)
 
 
 def _depth(spec: FamilySpec, cfg: TrainConfig, read) -> tuple[int, str]:
@@ -638,12 +338,6 @@ def _ladder_fields(model: torch.nn.Module, spec: FamilySpec, quantizable: list[s
     }
 
 
-def planner(spec: FamilySpec) -> MemoryPlan:
-    """``spec.plan`` (:class:`~dit_lora.contract.capabilities.MemoryPlan`); a family without it is one paragraph
-    (``dit-lora plan`` exits 2; a run goes on without a plan)."""
-    return fallback.require(spec, "plan", "The memory plan (`dit-lora plan`, and the check at the start of a run)")
-
-
 def plan_run(
     cfg: TrainConfig,
     spec: FamilySpec,
@@ -676,13 +370,13 @@ def plan_run(
     swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
     cached = bool(comps.encoders) and cfg.data.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
-    traces = _tracer(spec, cfg, read, full_depth, cache)
+    traces = tracer(spec, cfg, read, full_depth, cache)
     steps, encode_peak, read_share = traces(settings, shares=device == "cpu")
     quantized = cfg.model.quantize_base if quantize.enabled(cfg.model) else None
     # the base's say is cache_parked's (a lever may change the base): here the run's and the family's
     waits = cached and cache_parking.run_caches(cfg) and _family_lets_blocks_wait(spec, cfg)
     where = types.SimpleNamespace(device=device, engine=engine, blocks_wait=waits, quantized=quantized)
-    cache_weights, load_phase, mapped = _cache_phase_weights(cfg, spec, comps, weights, swap, where, read_share, sub)
+    cache_weights, load_phase, mapped = cache_phase_weights(cfg, spec, comps, weights, swap, where, read_share, sub)
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
     plan = Plan(
         model=str(cfg.model.pretrained_model_name_or_path),
@@ -726,21 +420,6 @@ def plan_run(
     return plan
 
 
-def _cache_phase_weights(cfg: TrainConfig, spec, comps, weights: dict, swap: dict, where, read_share, sub):
-    """The weights resident while the latents are cached: the base's share parked at load taken off, and on a CPU
-    what is copied or mapped from the files; returns (bytes per component, the load phase's bytes, mapped)."""
-    cache_weights, load_phase, mapped = dict(weights), None, list[str]()
-    scale = weights["model"] / max(module_bytes(comps.model), 1)
-    sizes = block_sizes(comps.model, spec.info.block_lists)
-    cache_weights["model"] -= cache_parked(where, sizes, scale, swap["swapped_bytes"])  # parked at load
-    if where.device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
-        modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
-        copied = {"model"} if quantize.enabled(cfg.model) else set()
-        copied |= {"text_encoder"} if cfg.model.quantize_text_encoder else set()
-        cache_weights, load_phase, mapped = cpu_residency(cfg.model, modules, weights, read_share, sub, copied)
-    return cache_weights, load_phase, mapped
-
-
 def _host_fields(cfg: TrainConfig, comps, device: str, sub: str, catalogue_entry: str | None) -> dict[str, Any]:
     """On an accelerator, what :mod:`.host` needs: the components' stored bytes and those converted at load."""
     if device == "cpu":
@@ -752,21 +431,13 @@ def _host_fields(cfg: TrainConfig, comps, device: str, sub: str, catalogue_entry
 
 
 def _trainable_fields(cfg: TrainConfig, model, device: str, num_processes: int, engine: str) -> dict[str, Any]:
-    """The plan's fields that follow from the trained parameters: their count, Adam's moments, the finite guard's
-    snapshot, the EMA copy and DDP's gradient buckets."""
+    """The plan's fields that follow from the trained parameters: their count, the optimizer's state, the finite
+    guard's snapshot, the EMA copy and DDP's gradient buckets."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
-    numels = [p.numel() for p in trainable]
-    if cfg.training.optimizer == "prodigy":  # exp_avg, exp_avg_sq, s and p0, fp32 (training/prodigy.py)
-        moments = sum(16 * n for n in numels)
-    elif cfg.training.optimizer == "adafactor":
-        moments = adafactor_state_bytes([tuple(p.shape) for p in trainable], first_moment=cfg.training.adafactor_beta1)
-    elif cfg.training.optimizer == "came":
-        moments = came_state_bytes([tuple(p.shape) for p in trainable])
-    elif cfg.training.optimizer in LOW_BIT_ADAM:
-        moments = lowbit_adam_state_bytes(numels, bits=LOW_BIT_ADAM[cfg.training.optimizer])
-    else:
-        moments = adam_moment_bytes(numels, eight_bit=cfg.training.use_8bit_adam)
+    # the state of the optimizer the run builds (the optimizer table's count: dit_lora/config/optimizer_state.py)
+    chosen = optimizers.chosen(cfg.training.optimizer, cfg.training.use_8bit_adam)
+    moments = chosen.state_bytes([tuple(p.shape) for p in trainable], cfg.training)
     return {
         "trainable_params": sum(p.numel() for p in trainable),
         "optimizer_bytes": moments,
@@ -794,77 +465,3 @@ def _ema_bytes(cfg: TrainConfig, trainable: list, device: str) -> int:
     if not cfg.training.use_ema or (cfg.training.ema_device == "cpu" and device != "cpu"):
         return 0
     return 4 * sum(p.numel() for p in trainable) * (2 if cfg.guards.finite_guard else 1)
-
-
-def adafactor_state_bytes(shapes: list[tuple[int, ...]], *, first_moment: float | None) -> int:
-    """Adafactor's state for trainable tensors of ``shapes`` (training/adafactor.py), fp32: a matrix's second moments
-    factored into a row and a column (a 1-D tensor keeps one per value), its step and RMS scalars, and with a
-    ``first_moment`` decay (--adafactor_beta1) one value per weight."""
-    total = 0
-    for shape in shapes:
-        numel = math.prod(shape)
-        second = math.prod(shape[:-1]) + math.prod(shape[:-2] + shape[-1:]) if len(shape) >= 2 else numel
-        total += 4 * second + 8 + 4 + (4 * numel if first_moment is not None else 0)
-    return total
-
-
-def came_state_bytes(shapes: list[tuple[int, ...]]) -> int:
-    """CAME's state for trainable tensors of ``shapes`` (training/came.py), fp32: a first moment of each tensor's
-    size; a matrix's second moments and its instabilities each factored into a row and a column (a 1-D tensor keeps
-    a full second moment and no instability); a float64 step count."""
-    total = 0
-    for shape in shapes:
-        numel = math.prod(shape)
-        factored = math.prod(shape[:-1]) + math.prod(shape[:-2] + shape[-1:]) if len(shape) >= 2 else 0
-        total += 4 * numel + (4 * 2 * factored if factored else 4 * numel) + 8
-    return total
-
-
-#: bitsandbytes' 8-bit optimizers keep a tensor's state in 32 bits below this many elements (``min_8bit_size``) ...
-BNB_MIN_8BIT_SIZE = 4096
-#: ... and above it one byte per element and moment plus an fp32 absmax per block of this many (``blocksize``)
-BNB_BLOCKSIZE = 256
-
-
-def adam_moment_bytes(numels: list[int], *, eight_bit: bool) -> int:
-    """AdamW's two moments for trainable tensors of ``numels`` elements: fp32 (torch's AdamW), or with
-    ``eight_bit`` as ``bitsandbytes.optim.AdamW8bit`` allocates them (``Optimizer2State.init_state``, bitsandbytes
-    0.49-0.50): a uint8 state per moment and an fp32 absmax per 256 elements, fp32 states for a tensor under 4,096
-    elements. A LoRA's A and B matrices are nearly all above it: about 2 bytes a parameter instead of 8."""
-    if not eight_bit:
-        return sum(8 * n for n in numels)
-    total = 0
-    for n in numels:
-        if n < BNB_MIN_8BIT_SIZE:
-            total += 8 * n
-        else:
-            total += 2 * (n + 4 * -(-n // BNB_BLOCKSIZE))
-    return total
-
-
-#: --optimizer's torchao AdamW choices (training/optim.py): bits per moment value
-LOW_BIT_ADAM = {"adamw8bit": 8, "adamw4bit": 4}
-#: torchao's low-bit moments: values per fp32 block scale (the optimizers' ``block_size``) and lookup-table entries
-#: (``qmap``, fp32, one table per moment), by bits
-TORCHAO_BLOCK = {8: 256, 4: 128}
-TORCHAO_QMAP = {8: 256, 4: 16}
-#: torchao quantizes a moment of at least this many values (and a whole number of blocks), as bitsandbytes does
-TORCHAO_MIN_SIZE = 4096
-
-
-def lowbit_adam_state_bytes(numels: list[int], *, bits: int, element_size: int = 4) -> int:
-    """torchao's ``AdamW8bit`` (``bits`` 8) or ``AdamW4bit`` (4) state for trainable tensors of ``numels`` elements, as
-    training/lowbit_adam.py keeps it (torchao 0.18's ``_new_buffer``): per tensor an fp32 step count and two moments,
-    each ``bits`` per element (uint8 codes, two 4-bit codes a byte), an fp32 scale per block and its fp32 lookup table;
-    a tensor under 4,096 elements, or not a whole number of blocks, keeps them unquantized in the parameter's dtype
-    (``element_size`` bytes: fp32 masters). A LoRA's matrices: about 2 bytes a parameter (8-bit) or 1.06 (4-bit)
-    instead of AdamW's 8."""
-    block, table = TORCHAO_BLOCK[bits], TORCHAO_QMAP[bits]
-    total = 0
-    for n in numels:
-        if n >= TORCHAO_MIN_SIZE and n % block == 0:
-            total += 2 * (n * bits // 8 + 4 * (n // block) + 4 * table)
-        else:
-            total += 2 * element_size * n
-        total += 4  # the step count
-    return total

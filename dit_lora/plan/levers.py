@@ -19,7 +19,9 @@ import re
 
 from dit_lora.data.frames import frame_rule, latent_frames
 from dit_lora.modeling import quantize
-from dit_lora.plan.estimate import Plan, StepTrace, swap_fields
+from dit_lora.plan.estimate import Plan
+from dit_lora.plan.placement import swap_fields
+from dit_lora.plan.tracing import StepTrace
 
 #: image sizes come down in steps of this many pixels (a multiple of every family's VAE x patch size)
 SIZE_STEP = 64

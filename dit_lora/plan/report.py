@@ -7,6 +7,7 @@ import re
 
 import torch
 
+from dit_lora.config import optimizers
 from dit_lora.core.errors import UserError
 from dit_lora.plan import host, ladder
 from dit_lora.plan.estimate import Plan
@@ -198,13 +199,5 @@ def check_fits(plan: Plan, capacity: int, where: str) -> str | None:
 
 
 def _optimizer_label(plan: Plan) -> str:
-    """What the plan's optimizer state is, for its row: which optimizer, and in what precision."""
-    if plan.eight_bit_adam:
-        return "8-bit AdamW, bitsandbytes"
-    return {
-        "adamw8bit": "8-bit AdamW, torchao",
-        "adamw4bit": "4-bit AdamW, torchao",
-        "prodigy": "Prodigy, fp32",
-        "adafactor": "Adafactor, fp32",
-        "came": "CAME, fp32",
-    }.get(plan.optimizer, "AdamW, fp32")
+    """What the plan's optimizer state is, for its row: which optimizer, and in what precision (the table's label)."""
+    return optimizers.chosen(plan.optimizer, plan.eight_bit_adam).plan_label

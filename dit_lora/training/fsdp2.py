@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from dit_lora.config import TrainConfig
+from dit_lora.config import TrainConfig, optimizers
 from dit_lora.core.engine import FSDP2_CONFIG, USE_FSDP_VAR
 from dit_lora.core.errors import UserError
 from dit_lora.modeling.block_swap import block_lists, set_tensor, unpark
@@ -56,28 +56,9 @@ def check_options(cfg: TrainConfig) -> None:
         )
     if cfg.performance.compile != "off":
         clashes.append(f"--compile {cfg.performance.compile} (not verified with sharded blocks: use --compile off)")
-    if cfg.training.use_8bit_adam:
-        clashes.append("--use_8bit_adam (bitsandbytes' optimizer is not verified on DTensor parameters: drop it)")
-    if cfg.training.optimizer == "prodigy":
-        clashes.append(
-            "--optimizer prodigy (its step-size estimate sums over whole tensors, not verified on DTensor "
-            "shards: use adamw)"
-        )
-    if cfg.training.optimizer in ("adamw8bit", "adamw4bit"):
-        clashes.append(
-            f"--optimizer {cfg.training.optimizer} (torchao's quantized moments are kept as plain tensors beside each "
-            "parameter, not as DTensor shards: use adamw)"
-        )
-    if cfg.training.optimizer == "adafactor":
-        clashes.append(
-            "--optimizer adafactor (its factored moments are means over whole rows and columns, not verified on "
-            "DTensor shards: use adamw)"
-        )
-    if cfg.training.optimizer == "came":
-        clashes.append(
-            "--optimizer came (its factored moments and instabilities are means over whole rows and columns, not "
-            "verified on DTensor shards: use adamw)"
-        )
+    for entry in optimizers.in_use(cfg.training):  # the optimizer table says which FSDP2 does not take, and why
+        if entry.fsdp2_refusal is not None:
+            clashes.append(f"{entry.flag} ({entry.fsdp2_refusal})")
     if cfg.training.mixed_precision == "fp16":
         clashes.append(
             "--mixed_precision fp16 (its gradient scaler is not verified on sharded gradients: use bf16, or no)"

@@ -1,11 +1,15 @@
-"""Optimizer and learning-rate schedule construction."""
+"""Optimizer and learning-rate schedule construction: each optimizer of the table
+(:mod:`dit_lora.config.optimizers`, which owns what else is known of them) built by its entry's builder."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypedDict
 
 import torch
 
+from dit_lora.config import optimizers
+from dit_lora.config.optimizers import Optimizer
 from dit_lora.config.schema import TrainingOptions
 from dit_lora.core.errors import UserError
 
@@ -18,109 +22,71 @@ class _AdamOptions(TypedDict):
     weight_decay: float
 
 
-#: a learning rate this low is no Prodigy multiplier, and one this high is no step size of the other optimizers (a
-#: LoRA's usual AdamW rate is 1e-4 to 1e-3; Prodigy's multiplier is about 1)
-PRODIGY_LOWEST, STEP_HIGHEST = 0.1, 0.1
+def _adam_options(training: TrainingOptions) -> _AdamOptions:
+    return _AdamOptions(
+        betas=(training.adam_beta1, training.adam_beta2),
+        eps=training.adam_epsilon,
+        weight_decay=training.adam_weight_decay,
+    )
 
 
-def learning_rate_warning(training: TrainingOptions) -> str | None:
-    """One line when --learning_rate is on the wrong scale for --optimizer, as diffusers' examples warn of Prodigy's:
-    Prodigy's multiplier far below 1 trains at that fraction of the step it finds; 0.1 or more for an optimizer
-    whose learning rate is the step (AdamW's variants, Adafactor, CAME) is Prodigy's scale and diverges."""
-    rate, name = training.learning_rate, training.optimizer
-    if name == "prodigy" and rate < PRODIGY_LOWEST:
-        return (
-            f"--optimizer prodigy with --learning_rate {rate:g}: Prodigy finds its own step size and --learning_rate "
-            f"multiplies it, so this trains at {rate:g} of the step it finds. Its authors and diffusers' examples use "
-            "--learning_rate 1.0 (left out, that is the default with prodigy)."
-        )
-    if name != "prodigy" and rate >= STEP_HIGHEST:
-        return (
-            f"--learning_rate {rate:g} with --optimizer {name}: that is Prodigy's scale (a multiplier of its own "
-            f"estimate), but {name} takes it as the step itself, 100 to 10,000 times a LoRA's usual 1e-4 to 1e-3: "
-            "the weights blow up in a few steps (the guard then rolls back and stops). Use --learning_rate 1e-4, or "
-            "--optimizer prodigy."
-        )
-    return None
+#: what builds an optimizer: (its table entry, ``cfg.training``, the parameter groups, the device) -> the optimizer
+Builder = Callable[[Optimizer, TrainingOptions, list[dict], torch.device], torch.optim.Optimizer]
 
 
 def make_optimizer(
     training: TrainingOptions, groups: list[dict], device: torch.device
 ) -> tuple[torch.optim.Optimizer, bool]:
-    """AdamW (fused where the device supports it), bitsandbytes' 8-bit AdamW, torchao's 8-bit or 4-bit AdamW, Prodigy,
-    Adafactor or CAME, as the run's ``training`` section (``cfg.training``: --optimizer, the --adam_*, --prodigy_*,
-    --adafactor_* and --came_* options, --use_8bit_adam) says; returns (optimizer, whether the guard skips its step on
-    the device)."""
-    kwargs = _AdamOptions(
-        betas=(training.adam_beta1, training.adam_beta2),
-        eps=training.adam_epsilon,
-        weight_decay=training.adam_weight_decay,
-    )
-    if training.optimizer == "prodigy":
-        # the guard drives it as fused AdamW (found_inf, a device learning rate): no host read (training/prodigy.py)
-        return _prodigy(training, groups, kwargs), True
-    if training.optimizer == "adafactor":  # the same interface (training/adafactor.py)
-        from dit_lora.training.adafactor import DeviceAdafactor
+    """The optimizer the run's ``training`` section (``cfg.training``: --optimizer, the --adam_*, --prodigy_*,
+    --adafactor_* and --came_* options, --use_8bit_adam) asks for (:func:`~dit_lora.config.optimizers.chosen`), built
+    by its entry's builder (:data:`BUILDERS`); returns (optimizer, whether the guard skips its step on the device:
+    the entry's ``guard_skip``, or for AdamW whether torch's fused kernel runs)."""
+    entry = optimizers.chosen(training.optimizer, training.use_8bit_adam)
+    optimizer = BUILDERS[entry](entry, training, groups, device)
+    skip = entry.guard_skip if entry.guard_skip is not None else bool(optimizer.defaults.get("fused"))
+    return optimizer, skip
 
-        return DeviceAdafactor(
-            groups,
-            lr=training.learning_rate,
-            clip_threshold=training.adafactor_clip_threshold,
-            decay_rate=training.adafactor_decay_rate,
-            beta1=training.adafactor_beta1,
-            weight_decay=training.adam_weight_decay,
-            scale_parameter=training.adafactor_scale_parameter,
-        ), True
-    if training.optimizer == "came":  # the same interface (training/came.py)
-        from dit_lora.training.came import DeviceCAME
 
-        return DeviceCAME(
-            groups,
-            lr=training.learning_rate,
-            clip_threshold=training.came_clip_threshold,
-            betas=(training.adam_beta1, training.adam_beta2, training.came_beta3),
-            weight_decay=training.adam_weight_decay,
-        ), True
-    if training.optimizer in LOW_BIT:  # torchao's update, the same interface (training/lowbit_adam.py)
-        return _low_bit(LOW_BIT[training.optimizer], groups, kwargs, training.learning_rate), True
-    if training.use_8bit_adam:
-        try:
-            import bitsandbytes as bnb
-        except Exception as err:
-            raise UserError(
-                f"--use_8bit_adam could not import bitsandbytes ({err}). Install it with `pip install 'dit-lora[quant]' -c constraints.txt` (bitsandbytes >= 0.49 runs on CUDA and on a CPU)."
-            )
-        return bnb.optim.AdamW8bit(groups, **kwargs), False
+def _adamw(entry: Optimizer, training: TrainingOptions, groups: list[dict], device: torch.device):
+    """torch's AdamW, fused where the device supports it (the guard then skips its step on the device), else
+    ``foreach``."""
     # The fused kernel needs every parameter on one supported device in a floating dtype; master weights are fp32.
     fused = device.type in ("cuda", "cpu", "xpu", "mps")
     try:
-        return torch.optim.AdamW(groups, fused=fused, **kwargs), fused
+        return torch.optim.AdamW(groups, fused=fused, **_adam_options(training))
     except (RuntimeError, ValueError):
-        return torch.optim.AdamW(groups, foreach=True, **kwargs), False
+        return torch.optim.AdamW(groups, foreach=True, **_adam_options(training))
 
 
-#: --optimizer's torchao AdamW choices: their bits per moment value
-LOW_BIT = {"adamw8bit": 8, "adamw4bit": 4}
+def _bitsandbytes_adamw8bit(entry: Optimizer, training: TrainingOptions, groups: list[dict], device: torch.device):
+    """bitsandbytes' ``AdamW8bit`` with the --adam_* options; without bitsandbytes one paragraph."""
+    try:
+        import bitsandbytes as bnb
+    except Exception as err:
+        assert entry.package is not None
+        raise UserError(entry.package.unimportable_message(entry.flag, err))
+    return bnb.optim.AdamW8bit(groups, **_adam_options(training))
 
 
-def _low_bit(bits: int, groups: list[dict], adam: _AdamOptions, lr: float) -> torch.optim.Optimizer:
-    """:func:`~dit_lora.training.lowbit_adam.device_adamw` with the --adam_* options; without torchao one paragraph."""
+def _torchao_adamw(entry: Optimizer, training: TrainingOptions, groups: list[dict], device: torch.device):
+    """:func:`~dit_lora.training.lowbit_adam.device_adamw` (torchao's update, the guard's interface) at the entry's
+    bits with the --adam_* options; without torchao one paragraph."""
     from dit_lora.training.lowbit_adam import device_adamw
 
     try:
-        return device_adamw(bits, groups, lr=lr, **adam)
+        return device_adamw(entry.moment_bits, groups, lr=training.learning_rate, **_adam_options(training))
     except ImportError as err:
-        raise UserError(
-            f"--optimizer adamw{bits}bit could not import torchao ({err}). Install it with `pip install "
-            "'dit-lora[quant]' -c constraints.txt` (torchao 0.18; its AdamW runs on CUDA and on a CPU)."
-        ) from err
+        assert entry.package is not None
+        raise UserError(entry.package.unimportable_message(entry.flag, err)) from err
 
 
-def _prodigy(training: TrainingOptions, groups: list[dict], adam: _AdamOptions) -> torch.optim.Optimizer:
+def _prodigy(entry: Optimizer, training: TrainingOptions, groups: list[dict], device: torch.device):
     """:class:`~dit_lora.training.prodigy.DeviceProdigy` with diffusers' examples' arguments: the --adam_* betas,
-    epsilon and weight decay, the --prodigy_* options."""
+    epsilon and weight decay, the --prodigy_* options. The guard drives it as fused AdamW (found_inf, a device
+    learning rate): no host read."""
     from dit_lora.training.prodigy import DeviceProdigy
 
+    adam = _adam_options(training)
     return DeviceProdigy(
         groups,
         lr=training.learning_rate,
@@ -132,6 +98,48 @@ def _prodigy(training: TrainingOptions, groups: list[dict], adam: _AdamOptions) 
         use_bias_correction=training.prodigy_use_bias_correction,
         safeguard_warmup=training.prodigy_safeguard_warmup,
     )
+
+
+def _adafactor(entry: Optimizer, training: TrainingOptions, groups: list[dict], device: torch.device):
+    """:class:`~dit_lora.training.adafactor.DeviceAdafactor` (the guard's interface) with the --adafactor_* options
+    and --adam_weight_decay."""
+    from dit_lora.training.adafactor import DeviceAdafactor
+
+    return DeviceAdafactor(
+        groups,
+        lr=training.learning_rate,
+        clip_threshold=training.adafactor_clip_threshold,
+        decay_rate=training.adafactor_decay_rate,
+        beta1=training.adafactor_beta1,
+        weight_decay=training.adam_weight_decay,
+        scale_parameter=training.adafactor_scale_parameter,
+    )
+
+
+def _came(entry: Optimizer, training: TrainingOptions, groups: list[dict], device: torch.device):
+    """:class:`~dit_lora.training.came.DeviceCAME` (the guard's interface) with the --adam_* betas, --came_beta3,
+    --came_clip_threshold and --adam_weight_decay."""
+    from dit_lora.training.came import DeviceCAME
+
+    return DeviceCAME(
+        groups,
+        lr=training.learning_rate,
+        clip_threshold=training.came_clip_threshold,
+        betas=(training.adam_beta1, training.adam_beta2, training.came_beta3),
+        weight_decay=training.adam_weight_decay,
+    )
+
+
+#: each entry of the optimizer table (:data:`dit_lora.config.optimizers.TABLE`) and what builds it
+BUILDERS: dict[Optimizer, Builder] = {
+    optimizers.ADAMW: _adamw,
+    optimizers.PRODIGY: _prodigy,
+    optimizers.ADAFACTOR: _adafactor,
+    optimizers.CAME: _came,
+    optimizers.ADAMW8BIT: _torchao_adamw,
+    optimizers.ADAMW4BIT: _torchao_adamw,
+    optimizers.BITSANDBYTES_ADAMW8BIT: _bitsandbytes_adamw8bit,
+}
 
 
 def make_lr_scheduler(training: TrainingOptions, optimizer, max_steps: int):

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from dit_lora.config import TrainConfig
+from dit_lora.config import TrainConfig, optimizers
 from dit_lora.config.schema import TrainingOptions
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
@@ -60,7 +60,7 @@ from dit_lora.plan import make_plan
 from dit_lora.plan import report as plan_report  # looked up at call time: tests stand in a small device
 from dit_lora.setup.resolve import Resolved, resolve
 from dit_lora.training import ema as ema_lib
-from dit_lora.training import levers, optim
+from dit_lora.training import levers
 from dit_lora.training.checkpoint import (  # check_same_trainables: imported from here by callers and tests
     check_resumable,
     check_same_trainables,  # noqa: F401
@@ -422,7 +422,7 @@ def _log_start_notes(cfg: TrainConfig, spec, log) -> None:
         log(note)
     for note in fallback.precision_notes(spec, cfg):
         log(f"warning: {note}")
-    rate = optim.learning_rate_warning(cfg.training)
+    rate = optimizers.learning_rate_warning(cfg.training)
     if rate:
         log(f"warning: {rate}")
     if quantize.enabled(cfg.model):

@@ -53,7 +53,8 @@ def test_a_cell_says_the_ladders_words_and_keeps_the_margin():
     """A cell is `dit-lora plan`'s answer: *fits* with the margin kept, *fits, narrowly* inside it (with the flags
     that keep it), else flags whose prediction leaves the margin."""
     from dit_lora.plan import ladder
-    from dit_lora.plan.estimate import Plan, StepTrace
+    from dit_lora.plan.estimate import Plan
+    from dit_lora.plan.tracing import StepTrace
 
     fit = _module()
     gib = 2**30

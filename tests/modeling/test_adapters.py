@@ -120,7 +120,7 @@ def test_the_plan_counts_each_types_trainable_weights_as_a_real_attach(kind):
     from diffusers import DiTTransformer2DModel
 
     from dit_lora.config import TrainConfig
-    from dit_lora.plan.estimate import planner
+    from dit_lora.plan.tracing import planner
     from dit_lora.registry import get_spec
 
     spec, read = get_spec("dit"), _dit_reader()

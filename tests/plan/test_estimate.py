@@ -8,72 +8,19 @@ import sys
 
 import pytest
 
-from dit_lora.catalogue import by_hub_id
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.registry import get_family
 from dit_lora.plan import plan_run
 from dit_lora.plan.report import check_fits, format_plan
 from helpers import ROOT, base_args, read_summary, run_recipe
-
-
-def _dit_reader(num_layers: int, narrow: bool):
-    """DiT-XL-2-256's published configs with ``num_layers`` blocks (``narrow``: 2 heads of 16, for speed)."""
-    configs = by_hub_id("facebook/DiT-XL-2-256").configs
-    changes = {"num_layers": num_layers, **({"num_attention_heads": 2, "attention_head_dim": 16} if narrow else {})}
-
-    def read(subfolder, filename):
-        found = configs.get(f"{subfolder}/{filename}")
-        if found is not None and subfolder == "transformer":
-            found = {**found, **changes}
-        return found
-
-    return read
+from plan_readers import dit_reader
 
 
 def _plan(num_layers: int, narrow: bool = False):
     cfg = TrainConfig(family="dit", pretrained_model_name_or_path="facebook/DiT-XL-2-256", resolution=64,
                       train_batch_size=2)
-    return plan_run(cfg, get_family("dit"), _dit_reader(num_layers, narrow), device="cuda")
-
-
-@pytest.mark.slow  # traces DiT-XL's real width five blocks deep: a minute and a half on 2 cores
-def test_depth_extrapolation_matches_a_full_trace(monkeypatch):
-    """Traced at 1 and 2 blocks and extrapolated to 5 == traced at all 5 blocks."""
-    from dit_lora.plan import estimate
-
-    extrapolated = _plan(5)
-    monkeypatch.setattr(estimate, "_traces", lambda family, cfg, read, depth, settings, **kw: _direct(family, cfg,
-                                                                                                      read, depth,
-                                                                                                      settings))
-    direct = _plan(5)
-    for a, b in zip(extrapolated.steps, direct.steps):
-        assert (a.bucket, a.checkpointing) == (b.bucket, b.checkpointing)
-        assert a.activation_bytes == pytest.approx(b.activation_bytes, rel=0.02)
-        assert a.flops == pytest.approx(b.flops, rel=0.001)
-    assert extrapolated.weights == direct.weights
-
-
-def _direct(family, cfg, read, depth, settings):
-    """_traces without extrapolation: the full depth traced directly (no read shares: a CUDA plan counts every
-    weight as resident)."""
-    from dit_lora.plan import estimate
-    from dit_lora.plan.fake import LiveBytes, fake_mode, fake_module
-
-    steps, encode = [], 0
-    for gc in settings:
-        comps, _ = estimate._build(family, cfg, read, depth, gc)
-        with fake_mode() as mode:
-            for module in [comps.model, comps.encoders["vae"]]:
-                fake_module(module, mode)
-            live = LiveBytes()
-            with live:
-                batches = family.plan.plan_batches(cfg, comps)
-            encode = max(encode, live.peak)
-        for bucket, batch in batches:
-            mem, flops = estimate._trace_step(family, cfg, comps, batch, mode)
-            steps.append(estimate.StepTrace(bucket, gc, mem, flops))
-    return steps, encode, {}
+    return plan_run(cfg, get_family("dit"), dit_reader(num_layers, narrow), device="cuda")
 
 
 @pytest.fixture(scope="module")
@@ -193,57 +140,3 @@ def test_measured_cpu_peak_is_the_runs_own_not_its_launchers():
     ours, inherited = map(int, proc.stdout.split())
     del held
     assert inherited >= 1536 * 2**20 > 2 * ours, (ours, inherited)
-
-
-def test_a_family_without_the_memory_plan_capability_is_one_paragraph():
-    from dit_lora.core.errors import UserError
-    from dit_lora.registry import get_family
-    from dit_lora.contract.capabilities import MemoryPlan
-    from dit_lora.plan.estimate import planner
-
-    sana = get_family("sana")  # a FamilySpec: its plan component is what the planner uses
-    assert planner(sana) is sana.plan
-    assert MemoryPlan in sana.capabilities
-
-    def NoPlan():  # noqa: N802 - the same family without its memory plan
-        return dataclasses.replace(sana, plan=None)
-
-    with pytest.raises(UserError, match=r"The memory plan .* needs the MemoryPlan capability, which the `sana` family "
-                                        r"does not declare \(depth_key, plan_batches"):
-        planner(NoPlan())
-
-
-def _swap_plan(blocks_to_swap: int, device: str):
-    """DiT-XL/2 narrowed, eight blocks, the run's checkpointing setting only."""
-    cfg = TrainConfig(family="dit", pretrained_model_name_or_path="facebook/DiT-XL-2-256", resolution=64,
-                      train_batch_size=2, blocks_to_swap=blocks_to_swap)
-    return plan_run(cfg, get_family("dit"), _dit_reader(8, narrow=True), device=device, both_settings=False)
-
-
-@pytest.mark.parametrize("device", ["cuda", "cpu"])
-def test_block_swap_takes_the_swapped_blocks_off_the_device_less_those_in_flight(device, monkeypatch):
-    from dit_lora.modeling import cache_parking
-    from dit_lora.plan.estimate import SWAP_IN_FLIGHT
-
-    plain, swapped = _swap_plan(0, device), _swap_plan(6, device)
-    block = swapped.swapped_bytes // 6
-    assert block > 0 and swapped.swapped_bytes == 6 * block and plain.swapped_bytes == 0
-    in_flight = SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]
-    assert swapped.swap_in_flight_bytes == in_flight * block
-    change = plain.train_phase_bytes() - swapped.train_phase_bytes()
-    # every block waits in host memory while the cache is built, swapped or not: the same caching phase
-    assert plain.blocks_wait and swapped.blocks_wait and plain.cache_phase_bytes == swapped.cache_phase_bytes
-    monkeypatch.setattr(cache_parking, "run_caches", lambda cfg: False)
-    kept, kept_swapped = _swap_plan(0, device), _swap_plan(6, device)
-    assert not kept.blocks_wait
-    if device == "cuda":  # six blocks in host memory, three of them on the device at the peak
-        assert change == (6 - in_flight) * block
-        # without the wait, only the swapped blocks are parked at load; with it, all eight
-        assert kept.cache_phase_bytes - kept_swapped.cache_phase_bytes == 6 * block
-        assert kept.cache_phase_bytes - plain.cache_phase_bytes == 8 * block
-        assert "block swap (--blocks_to_swap 6)" in format_plan(swapped) and "in pinned host memory" in format_plan(
-            swapped)
-    else:  # the host memory is the device's: only the two copies in flight count; nothing parked is saved
-        assert change == -in_flight * block
-        assert kept.cache_phase_bytes == plain.cache_phase_bytes == kept_swapped.cache_phase_bytes
-        assert "only the copies of the blocks in flight add" in format_plan(swapped)

@@ -7,7 +7,9 @@ import math
 import pytest
 
 from dit_lora.plan import ladder, levers
-from dit_lora.plan.estimate import SWAP_IN_FLIGHT, Plan, StepTrace
+from dit_lora.plan.estimate import Plan
+from dit_lora.plan.placement import SWAP_IN_FLIGHT
+from dit_lora.plan.tracing import StepTrace
 
 GIB = 2**30
 

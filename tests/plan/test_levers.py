@@ -8,7 +8,8 @@ import pytest
 from dit_lora.catalogue import by_hub_id
 from dit_lora.config import TrainConfig
 from dit_lora.plan import levers, plan_run
-from dit_lora.plan.estimate import FSDP2_UNSHARDED_BLOCKS, OFFLOAD_IN_FLIGHT, TRACE_DEPTHS
+from dit_lora.plan.estimate import FSDP2_UNSHARDED_BLOCKS
+from dit_lora.plan.tracing import OFFLOAD_IN_FLIGHT, TRACE_DEPTHS
 from dit_lora.registry import get_family
 
 HUB_ID = "facebook/DiT-XL-2-256"

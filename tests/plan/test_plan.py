@@ -3,7 +3,7 @@
 import pytest
 from plan_readers import stand_in_configs
 
-from dit_lora.catalogue import by_hub_id, defaults
+from dit_lora.catalogue import by_hub_id
 from dit_lora.config import TrainConfig
 from dit_lora.plan import Plan, make_plan
 from dit_lora.registry import get_family
@@ -39,16 +39,16 @@ def test_without_an_entry_the_plan_is_uncatalogued_and_traces_both_settings(narr
 
 def _count_traces(monkeypatch) -> list[tuple[bool, ...]]:
     """The checkpointing settings of each step trace the plans make from here on."""
-    from dit_lora.plan import estimate
+    from dit_lora.plan import tracing
 
     monkeypatch.setenv("DIT_LORA_PLAN_CACHE", "0")  # the start-of-run gate would reuse traces kept earlier
-    settings, real = [], estimate._traces
+    settings, real = [], tracing.traces
 
     def traces(family, cfg, read, full_depth, wanted, **kwargs):
         settings.append(tuple(wanted))
         return real(family, cfg, read, full_depth, wanted, **kwargs)
 
-    monkeypatch.setattr(estimate, "_traces", traces)
+    monkeypatch.setattr(tracing, "traces", traces)
     return settings
 
 
@@ -91,77 +91,6 @@ def test_the_run_builds_its_plan_once_when_it_does_not_fit(narrow_dit, monkeypat
     assert len(builds) == 1 and settings == [(False,), (True,)]
 
 
-def test_both_settings_are_traced_on_one_build_per_depth(narrow_dit, monkeypatch):
-    """Planning both checkpointing settings builds the components once per traced depth (the trained model copied
-    for the checkpointed trace), not once per depth and setting, and traces what a build per setting traces."""
-    from dit_lora.plan import estimate
-
-    family = get_family("dit")
-    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1)
-    alone = [  # each setting traced on a build of its own
-        make_plan(TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1,
-                              gradient_checkpointing=gc), family, device="cuda", both_settings=False)
-        for gc in (False, True)
-    ]
-    depths, real = [], estimate.planner(family).plan_components
-    monkeypatch.setattr(type(estimate.planner(family)), "plan_components",
-                        lambda self, cfg, read, depth=None: depths.append(depth) or real(cfg, read, depth))
-    both = make_plan(cfg, family, device="cuda")
-    assert depths == [None, 2]  # the full depth's weights, then one build at the model's own two blocks
-    assert [(s.bucket, s.checkpointing, s.activation_bytes, s.flops) for s in both.steps] == [
-        (s.bucket, s.checkpointing, s.activation_bytes, s.flops) for plan in alone for s in plan.steps]
-
-
-def test_the_checkpointed_trace_gets_its_own_copy_of_what_a_step_may_cache(narrow_dit):
-    """The checkpointed setting's components are copied before any trace: the trained model, the scheduler and the
-    run's state are its own (CogVideoX keeps its RoPE tables in the state: shared, they were made in the first
-    trace only, and 5B I2V's checkpointed step counted 8.6 MiB less than a build of its own); the encoders are
-    shared."""
-    from dit_lora.plan import estimate
-
-    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1)
-    builds = estimate._builds(get_family("dit"), cfg, defaults.config_reader(cfg.model), 2, (True, False))
-    assert [gc for gc, _ in builds] == [False, True]
-    (_, plain), (_, checkpointed) = builds
-    assert checkpointed.model.gradient_checkpointing and not plain.model.gradient_checkpointing
-    assert checkpointed.scheduler is not plain.scheduler
-    assert checkpointed.state is None or checkpointed.state is not plain.state
-    assert plain.encoders and all(checkpointed.encoders[k] is plain.encoders[k] for k in plain.encoders)
-
-
-def test_the_plan_draws_no_adapter_weights_and_a_cuda_plan_watches_no_encode_input(narrow_dit, monkeypatch):
-    """PEFT initialises an adapter's matrices where it makes them: the plan has them made on the meta device, so no
-    LoRA weight is drawn in host memory (the draws were a fifth of a Wan 14B plan's time), and their initialisers
-    are skipped there too (a meta tensor has no values to draw: fake.meta_init_skipped), so none is drawn at all.
-    Which weights the encode reads matters only on a CPU (memory-mapped weights: test_resident.py), so a CUDA plan
-    does not watch every operator's inputs for it."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    from dit_lora.plan import estimate
-
-    watched = []
-
-    class Watching(estimate.ReadTensors):
-        def __init__(self) -> None:
-            super().__init__()
-            watched.append(self)
-
-    monkeypatch.setattr(estimate, "ReadTensors", Watching)
-
-    drawn, real = [], torch.Tensor.uniform_
-
-    def uniform_(tensor, *args, **kwargs):
-        if not isinstance(tensor, FakeTensor):  # the fake step's own draws have no storage
-            drawn.append(tensor.device.type)
-        return real(tensor, *args, **kwargs)
-
-    monkeypatch.setattr(torch.Tensor, "uniform_", uniform_)
-    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1)
-    plan = make_plan(cfg, get_family("dit"), device="cuda", both_settings=False)
-    assert plan.trainable_params > 0 and drawn == [] and watched == []
-
-
 @pytest.mark.parametrize("kind", ["lokr", "loha", "dora"])
 def test_every_adapter_type_plans_and_counts_its_own_weights(narrow_dit, kind):
     """LoKr and LoHa draw their module dropout on the host in training (a value fake tensors cannot give): the plan
@@ -171,17 +100,6 @@ def test_every_adapter_type_plans_and_counts_its_own_weights(narrow_dit, kind):
                         lora_type=kind)
     plain, plan = (make_plan(c, get_family("dit"), device="cuda", both_settings=False) for c in (cfg, typed))
     assert plan.peak_memory_bytes > 0 and plan.trainable_params != plain.trainable_params
-
-
-def test_8bit_adam_moments_are_bitsandbytes_sizes():
-    """bitsandbytes' AdamW8bit: a byte per element and moment plus an fp32 absmax per 256, fp32 under 4,096."""
-    from dit_lora.plan.estimate import adam_moment_bytes
-
-    lora_a, small = 32 * 5120, 16 * 32  # Wan 14B's rank-32 A matrix; a tensor bitsandbytes keeps in 32 bits
-    assert adam_moment_bytes([lora_a, small], eight_bit=False) == 8 * (lora_a + small)
-    assert adam_moment_bytes([lora_a], eight_bit=True) == 2 * lora_a + 2 * 4 * (lora_a // 256)
-    assert adam_moment_bytes([small], eight_bit=True) == 8 * small
-    assert adam_moment_bytes([257 * 16], eight_bit=True) == 2 * 257 * 16 + 2 * 4 * 17  # a last block begun
 
 
 def test_the_plan_counts_8bit_adam_as_the_run_allocates_it(monkeypatch):
@@ -207,7 +125,7 @@ def test_the_plan_counts_8bit_adam_as_the_run_allocates_it(monkeypatch):
 def test_the_plan_counts_torchaos_low_bit_adamw_as_the_run_keeps_it(monkeypatch, name, bits):
     """--optimizer adamw8bit|adamw4bit: torchao's quantized moments (tests/training/test_lowbit_adam.py checks the
     count against the optimizer's own tensors), in the moments' row and the guard's snapshot of them."""
-    from dit_lora.plan.estimate import lowbit_adam_state_bytes
+    from dit_lora.config.optimizer_state import lowbit_adam_state_bytes
     from dit_lora.plan.report import format_plan
 
     stand_in_configs(monkeypatch, HUB_ID, {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 64})
@@ -223,7 +141,7 @@ def test_the_plan_counts_torchaos_low_bit_adamw_as_the_run_keeps_it(monkeypatch,
 
 
 def test_the_plan_names_came_and_counts_its_factored_state(monkeypatch):
-    """--optimizer came: plan/estimate.came_state_bytes (tests/training/test_came.py checks it against the optimizer's
+    """--optimizer came: config/optimizer_state.came_state_bytes (tests/training/test_came.py checks it against the optimizer's
     own tensors) in the moments' row, which names CAME: a first moment and each matrix's rows and columns, so more
     than half of AdamW's two moments and less than them, and the guard's snapshot holds it."""
     from dit_lora.plan.report import format_plan

@@ -4,7 +4,8 @@ import pytest
 
 from dit_lora.core.errors import UserError
 from dit_lora.plan import ladder
-from dit_lora.plan.estimate import Plan, StepTrace
+from dit_lora.plan.estimate import Plan
+from dit_lora.plan.tracing import StepTrace
 from dit_lora.plan.report import advice, check_fits, format_plan, parse_memory
 
 

@@ -9,7 +9,6 @@ from safetensors.torch import save_file
 from dit_lora.config import TrainConfig
 from dit_lora.registry import get_family
 from dit_lora.plan import plan_run
-from dit_lora.plan.estimate import cpu_residency
 from dit_lora.modelfiles.pipeline_files import header_bytes
 from dit_lora.plan.fake import ReadTensors, fake_mode, fake_module, on_meta
 from dit_lora.plan.resident import stored_component, stored_local, touched_bytes
@@ -64,51 +63,6 @@ def test_the_read_trace_names_the_parameters_an_encode_uses():
     with mode, reads:
         module["enc"](torch.randn(1, 3, 8, 8))
     assert touched_bytes(module, reads.ids) == (4 * 3 * 3 * 3 + 4) * 4  # the conv's weight and bias only
-
-
-def _folder(tmp_path, stored: dict[str, torch.dtype]):
-    """A pipeline folder whose components each hold one 1,000-element tensor in the given dtype."""
-    for sub, dtype in stored.items():
-        (tmp_path / sub).mkdir()
-        save_file({"w": torch.zeros(1000, dtype=dtype)}, str(tmp_path / sub / "diffusion_pytorch_model.safetensors"))
-    return tmp_path
-
-
-def test_mapped_components_count_what_is_read_and_converted_ones_their_source(tmp_path):
-    folder = _folder(tmp_path, {"transformer": torch.bfloat16, "vae": torch.float32})
-    modules = {"model": on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32),  # bf16 -> fp32
-               "vae": on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32),  # fp32 as stored
-               "text_encoder": on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32)}  # no files
-    weights = {k: 4000 for k in modules}
-    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=str(folder))
-    cache, load, mapped = cpu_residency(cfg.model, modules, weights, {"model": 0.0, "vae": 0.25, "text_encoder": 0.5},
-                                        "transformer")
-    assert mapped == ["vae"]
-    assert cache == {"model": 4000, "vae": 1000, "text_encoder": 4000}  # converted and unknown: in full
-    assert load == 4000 + 2000  # the fp32 copy beside its bf16 source
-    # quantized at load: never mapped, and its source pages are read while it loads (bf16 here, as stored)
-    cache, load, mapped = cpu_residency(cfg.model, modules, weights, {"vae": 0.25}, "transformer", copied={"model"})
-    assert load == 4000 + 2000 and mapped == ["vae"] and cache["model"] == 4000
-
-
-def test_the_catalogue_dtype_places_only_the_transformer_of_a_hub_id_not_downloaded():
-    """The catalogue's stored dtype describes the transformer's files; the other components count in full."""
-    modules = {name: on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32) for name in ("model", "vae")}
-    cfg = TrainConfig(family="dit", pretrained_model_name_or_path="facebook/DiT-XL-2-256")  # fp32 in the catalogue
-    cache, load, mapped = cpu_residency(cfg.model, modules, {"model": 4000, "vae": 4000}, {"model": 0.0, "vae": 0.5},
-                                        "transformer")
-    assert mapped == ["model"] and cache == {"model": 0, "vae": 4000} and load is None
-
-
-def test_a_converted_source_counts_only_the_tensors_the_module_loads(tmp_path):
-    """A file with tensors the module skips (T5's decoder beside T5EncoderModel's encoder) is read in part."""
-    (tmp_path / "text_encoder").mkdir()
-    save_file({"encoder": torch.zeros(1000, dtype=torch.bfloat16), "decoder": torch.zeros(3000, dtype=torch.bfloat16)},
-              str(tmp_path / "text_encoder" / "model.safetensors"))
-    modules = {"text_encoder": on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32)}
-    cfg = TrainConfig(family="cogvideox", pretrained_model_name_or_path=str(tmp_path))
-    _, load, mapped = cpu_residency(cfg.model, modules, {"text_encoder": 4000}, {}, "transformer")
-    assert mapped == [] and load == 4000 + 2000  # not 4000 + 8000: the decoder's pages are never touched
 
 
 def _header_only_file(path, dtype: str, nbytes: int) -> None:

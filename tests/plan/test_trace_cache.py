@@ -8,7 +8,7 @@ import pytest
 from plan_readers import stand_in_configs
 
 from dit_lora.config import TrainConfig
-from dit_lora.plan import estimate, make_plan, trace_cache
+from dit_lora.plan import make_plan, trace_cache, tracing
 from dit_lora.registry import get_family
 
 HUB_ID = "facebook/DiT-XL-2-256"
@@ -21,8 +21,8 @@ def dit(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("DIT_LORA_PLAN_CACHE", raising=False)
     blocks = stand_in_configs(monkeypatch, HUB_ID, {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 16})
-    made, real = [], estimate._traces
-    monkeypatch.setattr(estimate, "_traces", lambda *a, **k: made.append(a[4]) or real(*a, **k))
+    made, real = [], tracing.traces
+    monkeypatch.setattr(tracing, "traces", lambda *a, **k: made.append(a[4]) or real(*a, **k))
     return blocks, made
 
 

@@ -12,7 +12,7 @@ from dit_lora.catalogue import by_hub_id, entries
 from dit_lora.catalogue.defaults import choose_defaults
 from dit_lora.config.parser import parse_config
 from dit_lora.registry import get_family
-from dit_lora.plan import estimate, make_plan, plan_run
+from dit_lora.plan import make_plan, plan_run, tracing
 
 GIB = 2**30
 T2V_13B, T2V_14B = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", "Wan-AI/Wan2.1-T2V-14B-Diffusers"
@@ -86,8 +86,8 @@ def _narrow_reader(layers: int):
     return read
 
 
-def _checkpointed_step(monkeypatch, depths: tuple[int, int]) -> estimate.StepTrace:
-    monkeypatch.setattr(estimate, "TRACE_DEPTHS", depths)
+def _checkpointed_step(monkeypatch, depths: tuple[int, int]) -> tracing.StepTrace:
+    monkeypatch.setattr(tracing, "TRACE_DEPTHS", depths)
     cfg, fam = _cfg("wan", T2V_13B, "--height", "128", "--width", "128", "--max_num_frames", "33",
                     "--allow_untrained_resolution", "true", "--rank", "4")
     plan = plan_run(cfg, fam, _narrow_reader(6), device="cuda", both_settings=False)
@@ -100,7 +100,7 @@ def test_extrapolating_from_blocks_two_and_three_matches_a_full_wan_trace(monkey
     """Six blocks with checkpointing: traced at 2 and 3 blocks and extrapolated == traced whole (depths beyond the
     model's are traced at its own depth); the former 1-and-2 extrapolation overstated it (block 0's backward keeps
     no q/k/v input gradient, so 1-to-2 is more than a block's growth)."""
-    assert estimate.TRACE_DEPTHS == (2, 3)
+    assert tracing.TRACE_DEPTHS == (2, 3)
     extrapolated = _checkpointed_step(monkeypatch, (2, 3))
     whole = _checkpointed_step(monkeypatch, (7, 8))
     assert extrapolated.activation_bytes == pytest.approx(whole.activation_bytes, rel=0.01)

@@ -24,3 +24,20 @@ def stand_in_configs(monkeypatch, hub_id: str, transformer: dict | None = None, 
 
     monkeypatch.setattr(defaults, "config_reader", reader)
     return transformer
+
+
+def dit_reader(num_layers: int, narrow: bool):
+    """A plan's reader of DiT-XL-2-256's published configs with ``num_layers`` blocks (``narrow``: 2 heads of 16, for
+    speed): ``plan_run(cfg, family, dit_reader(3, narrow=True))``."""
+    from dit_lora.catalogue import by_hub_id
+
+    configs = by_hub_id("facebook/DiT-XL-2-256").configs
+    changes = {"num_layers": num_layers, **({"num_attention_heads": 2, "attention_head_dim": 16} if narrow else {})}
+
+    def read(subfolder, filename):
+        found = configs.get(f"{subfolder}/{filename}")
+        if found is not None and subfolder == "transformer":
+            found = {**found, **changes}
+        return found
+
+    return read

@@ -76,8 +76,8 @@ def test_its_state_round_trips_through_a_state_dict():
 
 @pytest.mark.parametrize("beta1", [None, 0.9])
 def test_the_plan_counts_the_state_it_keeps(beta1):
-    """plan/estimate.adafactor_state_bytes is the bytes of the tensors DeviceAdafactor keeps after a step."""
-    from dit_lora.plan.estimate import adafactor_state_bytes
+    """config/optimizer_state.adafactor_state_bytes is the bytes of the tensors DeviceAdafactor keeps after a step."""
+    from dit_lora.config.optimizer_state import adafactor_state_bytes
 
     params = _params()
     opt = DeviceAdafactor(params, lr=1e-3, beta1=beta1)

@@ -89,8 +89,8 @@ def test_its_state_round_trips_through_a_state_dict():
 
 
 def test_the_plan_counts_the_state_it_keeps():
-    """plan/estimate.came_state_bytes is the bytes of the tensors DeviceCAME keeps after a step."""
-    from dit_lora.plan.estimate import came_state_bytes
+    """config/optimizer_state.came_state_bytes is the bytes of the tensors DeviceCAME keeps after a step."""
+    from dit_lora.config.optimizer_state import came_state_bytes
 
     params = _params()
     opt = DeviceCAME(params, lr=1e-3)

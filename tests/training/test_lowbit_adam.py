@@ -153,8 +153,8 @@ def test_its_state_round_trips_through_the_checkpoint_formats(bits):
 
 @pytest.mark.parametrize("bits", [8, 4])
 def test_the_plan_counts_the_state_it_keeps(bits):
-    """plan/estimate.lowbit_adam_state_bytes is the bytes of the tensors the optimizer keeps after a step."""
-    from dit_lora.plan.estimate import lowbit_adam_state_bytes
+    """config/optimizer_state.lowbit_adam_state_bytes is the bytes of the tensors the optimizer keeps after a step."""
+    from dit_lora.config.optimizer_state import lowbit_adam_state_bytes
 
     params = _params()
     opt = device_adamw(bits, params, **_OPTIONS)

@@ -165,12 +165,26 @@ def test_low_bit_adamw_without_torchao_is_one_paragraph(monkeypatch):
         lowbit_adam.device_class.cache_clear()
 
 
-@pytest.mark.parametrize("optimizer, rate, said", [
-    ("prodigy", 1e-3, "trains at 0.001 of the step it finds"),  # the issue's pair
-    ("prodigy", 1.0, None), ("prodigy", 0.5, None),
-    ("adamw", 1.0, "that is Prodigy's scale"), ("came", 0.3, "that is Prodigy's scale"),
-    ("adamw8bit", 0.1, "that is Prodigy's scale"), ("adamw", 1e-4, None), ("adafactor", 1e-3, None),
-])
-def test_a_learning_rate_on_the_wrong_scale_for_its_optimizer_is_said(optimizer, rate, said):
-    warning = optim.learning_rate_warning(_cfg(optimizer=optimizer, learning_rate=rate))
-    assert (warning is None) if said is None else (said in warning and f"--optimizer {optimizer}" in warning)
+def test_every_table_entry_has_a_builder_and_every_builder_an_entry():
+    """The optimizer table (config/optimizers.py) and the builders here name the same optimizers."""
+    from dit_lora.config import optimizers
+
+    assert set(optim.BUILDERS) == set(optimizers.TABLE) and len(optim.BUILDERS) == len(optimizers.TABLE)
+
+
+@pytest.mark.parametrize("name,eight_bit", [("adamw", False), ("adamw", True), ("prodigy", False),
+                                            ("adafactor", False), ("came", False), ("adamw8bit", False),
+                                            ("adamw4bit", False)])
+def test_each_optimizer_is_its_entrys_builders_and_skipped_where_its_entry_says(name, eight_bit):
+    """make_optimizer builds the entry the options choose with that entry's builder; the guard skips its step on the
+    device as the entry's guard_skip says (AdamW: where the fused kernel runs, on a CPU here)."""
+    from dit_lora.config import TrainConfig, optimizers
+
+    entry = optimizers.chosen(name, eight_bit)
+    if entry.package is not None:
+        pytest.importorskip(entry.package.module)
+    training = TrainConfig(optimizer=name, use_8bit_adam=eight_bit, learning_rate=1e-4).training
+    made, skip = optim.make_optimizer(training, _groups(), torch.device("cpu"))
+    again = optim.BUILDERS[entry](entry, training, _groups(), torch.device("cpu"))
+    assert type(made) is type(again)
+    assert skip is (True if entry.guard_skip is None else entry.guard_skip)

@@ -107,7 +107,8 @@ def test_the_memory_gate_logs_a_narrow_fit_with_the_card_and_the_margin(monkeypa
     from types import SimpleNamespace
 
     from dit_lora.plan import ladder, report
-    from dit_lora.plan.estimate import Plan, StepTrace
+    from dit_lora.plan.estimate import Plan
+    from dit_lora.plan.tracing import StepTrace
     from dit_lora.training import run as run_module
 
     plan = Plan(model="m", family="sana", catalogue_entry=None, device="cuda", num_processes=1, train_batch_size=1,
