@@ -201,58 +201,6 @@ class FamilyOptions:
     TITLE: ClassVar[str] = ""
 
 
-class OptimizerNames(Sequence):
-    """``--optimizer``'s choices, read in any case (diffusers' examples take ``AdamW`` and ``prodigy``)."""
-
-    NAMES = ("adamw", "prodigy", "adafactor", "came", "adamw8bit", "adamw4bit")
-    #: the peers' spellings of the same optimizers (SimpleTuner's ``ao-adamw8bit``, transformers' ``adamw_torch``)
-    ALIASES = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "torch-adamw": "adamw",
-               "adamw_8bit": "adamw8bit", "ao-adamw8bit": "adamw8bit", "ao-adamw4bit": "adamw4bit",
-               "came_pytorch.came": "came"}  # fmt: skip
-    #: optimizers users bring from the peers that dit-lora does not offer, and what to use instead
-    NOT_OFFERED = {
-        "schedule-free": "schedule-free AdamW keeps its step count and weight averages as Python numbers (so the "
-        "guard could not skip its step without a host sync) and trains other weights than it evaluates and saves; "
-        "use --optimizer adamw with --lr_scheduler cosine, or --optimizer prodigy for no learning rate to tune",
-        "lion": "Lion is not offered (its update is not one dit-lora has tested the guard's skip with); use --optimizer "
-        "adamw, or --optimizer adamw8bit / adamw4bit for small optimizer state",
-        "adamw_bf16": "SimpleTuner's adamw_bf16 keeps bf16 weights; dit-lora trains fp32 LoRA masters, so use "
-        "--optimizer adamw",
-        "adam": "plain Adam (L2 weight decay) is AdamW with --adam_weight_decay 0: use --optimizer adamw "
-        "--adam_weight_decay 0",
-        "paged": "bitsandbytes' paged AdamW is not offered: its 8-bit one unpaged is --use_8bit_adam, and "
-        "--optimizer adamw8bit / adamw4bit (torchao's, skipped by the guard without a host sync) keep the state small",
-        "bnb": "transformers' adamw_bnb_8bit is bitsandbytes' AdamW8bit: --use_8bit_adam (or --optimizer adamw8bit, "
-        "torchao's, which the guard skips without a host sync)",
-        "dadapt": "D-Adaptation is not offered; Prodigy, its successor by the same authors, is: --optimizer prodigy",
-    }
-
-    def canonical(self, value: str) -> str:
-        """``AdamW`` as ``adamw``, ``Prodigy`` as ``prodigy``, ``AdamW8bit`` as ``adamw8bit``, a peer's alias as its
-        name; a peer's optimizer dit-lora does not offer refused in one paragraph saying what to use; any other value
-        as it is (then refused by name)."""
-        lowered = value.lower()
-        if lowered in self.NAMES:
-            return lowered
-        if lowered in self.ALIASES:
-            return self.ALIASES[lowered]
-        squashed = lowered.replace("_", "").replace("-", "")
-        for key, advice in self.NOT_OFFERED.items():
-            plain = key.replace("-", "").replace("_", "")
-            # a family of names by its part (AdamWScheduleFree, lion8bit, PagedAdamW8bit); plain Adam by itself only
-            if (squashed == plain) if key == "adam" else (plain in squashed):
-                raise UserError(
-                    f"--optimizer {value} is not offered: {advice}. dit-lora's optimizers: {', '.join(self.NAMES)}."
-                )
-        return value
-
-    def __getitem__(self, index):
-        return self.NAMES[index]
-
-    def __len__(self) -> int:
-        return len(self.NAMES)
-
-
 class AdapterTypes(Sequence):
     """``--lora_type``'s choices (``lora``, ``dora``, ``lokr``, ``loha``: :mod:`dit_lora.config.adapter_types`), and
     SimpleTuner's spellings read: its ``standard`` is ``lora``; its ``lycoris`` (the algorithm in a JSON file) is

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dit_lora.config.option import BETA, DIFFUSION_FAMILIES, NON_NEGATIVE, POSITIVE, SEED, OptimizerNames, Range, opt
+from dit_lora.config.optimizers import DEFAULT, OPTIMIZER_HELP, USE_8BIT_ADAM_HELP, OptimizerNames
+from dit_lora.config.option import BETA, DIFFUSION_FAMILIES, NON_NEGATIVE, POSITIVE, SEED, Range, opt
 from dit_lora.core.errors import UserError
 
 LR_SCHEDULERS = (
@@ -84,27 +85,8 @@ class TrainingOptions:
     adam_weight_decay: float = opt(1e-4, "AdamW weight decay.", section="training", valid=NON_NEGATIVE)
     adam_epsilon: float = opt(1e-8, "AdamW epsilon.", section="training", valid=POSITIVE)
     optimizer: str = opt(
-        "adamw",
-        "The optimizer: `adamw` (torch's fused AdamW; --use_8bit_adam for bitsandbytes' 8-bit one), `adamw8bit` or "
-        "`adamw4bit` (torchao's 8-bit or 4-bit AdamW, the `quant` extra: each of its two moments a byte or half a "
-        "byte per trained weight plus an fp32 scale per block, where AdamW's takes 4 bytes; the --adam_* options "
-        "apply), `prodigy` "
-        "(Prodigy, which estimates its own step size: --learning_rate is its multiplier, 1.0 as diffusers' examples "
-        "advise and the default with prodigy; a rate on the wrong scale for the optimizer is a warning at start; the "
-        "--adam_* options are its betas, epsilon and weight decay), `adafactor` (transformers' "
-        "Adafactor with a fixed learning rate, as sd-scripts, ai-toolkit and SimpleTuner configure it for a LoRA: "
-        "--learning_rate and its schedule, --adam_weight_decay its weight decay (1e-4 unless set: transformers' and "
-        "sd-scripts' default is 0), the --adafactor_* options) or `came` (came-pytorch's CAME, as OneTrainer offers "
-        "it: --learning_rate and its schedule, --adam_beta1 and --adam_beta2 its first two betas, --came_beta3 its "
-        "third, --adam_weight_decay its weight decay (1e-4 unless set: came-pytorch's default is 0, OneTrainer's "
-        "1e-2)). dit-lora's Prodigy, Adafactor and CAME are those packages' updates with their counts and estimates "
-        "kept on the device, so the guard skips a step without a host sync (the packages read them back every "
-        "step); torchao's AdamW is its own compiled update (one torch.compile per trained tensor shape at the first "
-        "step) with its count on the device and a skipped step undone there, so it needs no sync either "
-        "(bitsandbytes' needs one a step); Prodigy keeps four fp32 values per trained weight (AdamW: two), Adafactor "
-        "a row and a column per weight matrix (and one value per weight with --adafactor_beta1), CAME one value per "
-        "weight and two rows and two columns per weight matrix. Written `AdamW` or `Prodigy` as diffusers' examples "
-        "take them (`AdamW8bit` as sd-scripts writes it is torchao's here, not bitsandbytes').",
+        DEFAULT,
+        OPTIMIZER_HELP,
         choices=OptimizerNames(),
         section="training",
         resume="fixed",
@@ -163,10 +145,7 @@ class TrainingOptions:
     )
     use_8bit_adam: bool = opt(
         False,
-        "Use bitsandbytes' 8-bit AdamW (the `quant` extra; bitsandbytes >= 0.49 also runs it on a CPU), diffusers' "
-        "flag. It takes its learning rate and step count as host numbers, so the guard reads its skip flag on the "
-        "host once a step; `--optimizer adamw8bit` is torchao's 8-bit AdamW, which the guard skips on the device "
-        "without that sync.",
+        USE_8BIT_ADAM_HELP,
         section="training",
         resume="fixed",
     )

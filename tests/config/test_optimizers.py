@@ -145,6 +145,30 @@ def test_a_missing_package_is_one_paragraph_naming_the_flag_that_needs_it(monkey
     assert text.startswith("--optimizer adamw8bit could not import torchao (gone). Install it with `pip install")
 
 
+@pytest.mark.parametrize("name, advice", [
+    ("AdamWScheduleFree", "--optimizer adamw with --lr_scheduler cosine"),
+    ("adamw_schedulefree", "Python numbers"),
+    ("Lion8bit", "--optimizer adamw8bit / adamw4bit"),
+    ("adamw_bf16", "fp32 LoRA masters"),
+    ("Adam", "--adam_weight_decay 0"),
+    ("PagedAdamW8bit", "--use_8bit_adam"),
+    ("DAdaptAdam", "--optimizer prodigy"),
+    ("PagedAdamW", "adamw8bit / adamw4bit"),
+    ("adamw_bnb_8bit", "--use_8bit_adam"),
+])
+def test_a_peers_optimizer_dit_lora_does_not_offer_is_one_paragraph_saying_what_to_use(name, advice):
+    with pytest.raises(UserError, match=re.escape(advice)) as caught:
+        OptimizerNames().canonical(name)
+    assert f"--optimizer {name} is not offered" in str(caught.value) and "adamw, prodigy" in str(caught.value)
+
+
+def test_the_peers_spellings_of_offered_optimizers_are_read_as_them():
+    names = OptimizerNames()
+    assert [names.canonical(n) for n in ("AdamW", "ao-adamw4bit", "adamw_torch_fused", "CAME", "adamw_8bit",
+                                          "came_pytorch.CAME", "nonsense")] == [
+        "adamw", "adamw4bit", "adamw", "came", "adamw8bit", "came", "nonsense"]
+
+
 def test_the_peers_spellings_read_as_an_entrys_name():
     names = OptimizerNames()
     for entry in optimizers.offered():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import pytest
 from dit_lora.config import option, schema
 from dit_lora.config.families import RegisteredFamilies
 from dit_lora.config.option import POSITIVE, FamilyOptions, Range, opt, resume_class
-from dit_lora.core.errors import UserError
 
 
 def test_option_imports_no_other_config_module():
@@ -62,31 +60,3 @@ def test_registered_families_are_read_from_the_registry_when_asked():
     from dit_lora.registry import available
 
     assert list(RegisteredFamilies()) == available() and "sana" in RegisteredFamilies()
-
-
-@pytest.mark.parametrize("name, advice", [
-    ("AdamWScheduleFree", "--optimizer adamw with --lr_scheduler cosine"),
-    ("adamw_schedulefree", "Python numbers"),
-    ("Lion8bit", "--optimizer adamw8bit / adamw4bit"),
-    ("adamw_bf16", "fp32 LoRA masters"),
-    ("Adam", "--adam_weight_decay 0"),
-    ("PagedAdamW8bit", "--use_8bit_adam"),
-    ("DAdaptAdam", "--optimizer prodigy"),
-    ("PagedAdamW", "adamw8bit / adamw4bit"),
-    ("adamw_bnb_8bit", "--use_8bit_adam"),
-])
-def test_a_peers_optimizer_dit_lora_does_not_offer_is_one_paragraph_saying_what_to_use(name, advice):
-    from dit_lora.config.option import OptimizerNames
-
-    with pytest.raises(UserError, match=re.escape(advice)) as caught:
-        OptimizerNames().canonical(name)
-    assert f"--optimizer {name} is not offered" in str(caught.value) and "adamw, prodigy" in str(caught.value)
-
-
-def test_the_peers_spellings_of_offered_optimizers_are_read_as_them():
-    from dit_lora.config.option import OptimizerNames
-
-    names = OptimizerNames()
-    assert [names.canonical(n) for n in ("AdamW", "ao-adamw4bit", "adamw_torch_fused", "CAME", "adamw_8bit",
-                                          "came_pytorch.CAME", "nonsense")] == [
-        "adamw", "adamw4bit", "adamw", "came", "adamw8bit", "came", "nonsense"]

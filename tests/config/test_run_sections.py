@@ -22,8 +22,9 @@ RUN_SECTIONS = ("training", "checkpoints", "validation", "hub", "guards", "kerne
 
 
 def test_run_sections_import_only_the_declaration_helpers_of_config():
+    """The declaration helpers, and the optimizer table (--optimizer's choices, default and help)."""
     config = {m for m in imported_modules(run_sections) if m.startswith("dit_lora.config")}
-    assert config == {"dit_lora.config.option"}
+    assert config == {"dit_lora.config.option", "dit_lora.config.optimizers"}
 
 
 def test_schema_re_exports_the_run_sections():
