@@ -18,10 +18,11 @@ from dit_lora.commands.launch import main as launch
 from dit_lora.commands.recipe import check_model, run_recipe
 from dit_lora.config import TrainConfig, load_yaml, owners
 from dit_lora.config.applies import check_applies
+from dit_lora.config.command_line import add_config_flag
 from dit_lora.config.data_kind import video_llm_data_message
-from dit_lora.config.dataset_config import SOURCE_KEYS, refuse_two_sources, source_by_level
-from dit_lora.config.parser import add_config_flag, check_data_sets, coerce, unknown_options_message
+from dit_lora.config.dataset_config import SOURCE_KEYS, check_data_sets, refuse_two_sources, source_by_level
 from dit_lora.config.schema import ModelOptions, config_fields
+from dit_lora.config.values import coerce, unknown_options_message
 from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
 from dit_lora.core.fileio import check_writable
