@@ -14,6 +14,7 @@ from pathlib import Path
 from dit_lora.catalogue import entries
 from dit_lora.catalogue.table import as_json, format_table
 from dit_lora.commands import caption, doctor
+from dit_lora.commands.doctor_versions import BLOCK, WARN
 from dit_lora.commands.launch import main as launch
 from dit_lora.commands.recipe import check_model, run_recipe
 from dit_lora.config import TrainConfig, load_yaml, owners
@@ -191,8 +192,8 @@ def _add_check_data(sub) -> None:
 def _doctor(args: argparse.Namespace) -> int:
     checks = doctor.run_checks(import_check=not args.no_import, model=args.model)
     print(doctor.format_table(checks))
-    blocks = [c for c in checks if c.status == doctor.BLOCK]
-    warns = [c for c in checks if c.status == doctor.WARN]
+    blocks = [c for c in checks if c.status == BLOCK]
+    warns = [c for c in checks if c.status == WARN]
     print()
     if blocks:
         print(f"{len(blocks)} blocking problem(s), {len(warns)} warning(s): fix the BLOCK lines before training.")
