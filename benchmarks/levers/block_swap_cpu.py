@@ -80,10 +80,10 @@ def child(args) -> dict:
     """One run at ``--swap`` blocks: the figures of the module docstring."""
     import torch
 
-    from dit_lora.modeling.block_swap import frozen_slots
+    from dit_lora.modeling.host_parking import frozen_slots
 
     torch.set_num_threads(args.threads)
-    from dit_lora.modeling.block_swap import BlockSwap
+    from dit_lora.modeling.swap_hooks import BlockSwap
 
     spent = lever_child.timed_methods(BlockSwap, ("_bring", "_park"))
     args.dtype = getattr(torch, args.dtype)

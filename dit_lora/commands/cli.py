@@ -14,14 +14,16 @@ from pathlib import Path
 from dit_lora.catalogue import entries
 from dit_lora.catalogue.table import as_json, format_table
 from dit_lora.commands import caption, doctor
+from dit_lora.commands.doctor_versions import BLOCK, WARN
 from dit_lora.commands.launch import main as launch
 from dit_lora.commands.recipe import check_model, run_recipe
 from dit_lora.config import TrainConfig, load_yaml, owners
 from dit_lora.config.applies import check_applies
+from dit_lora.config.command_line import add_config_flag
 from dit_lora.config.data_kind import video_llm_data_message
-from dit_lora.config.dataset_config import SOURCE_KEYS, refuse_two_sources, source_by_level
-from dit_lora.config.parser import add_config_flag, check_data_sets, coerce, unknown_options_message
+from dit_lora.config.dataset_config import SOURCE_KEYS, check_data_sets, refuse_two_sources, source_by_level
 from dit_lora.config.schema import ModelOptions, config_fields
+from dit_lora.config.values import coerce, unknown_options_message
 from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
 from dit_lora.core.fileio import check_writable
@@ -190,8 +192,8 @@ def _add_check_data(sub) -> None:
 def _doctor(args: argparse.Namespace) -> int:
     checks = doctor.run_checks(import_check=not args.no_import, model=args.model)
     print(doctor.format_table(checks))
-    blocks = [c for c in checks if c.status == doctor.BLOCK]
-    warns = [c for c in checks if c.status == doctor.WARN]
+    blocks = [c for c in checks if c.status == BLOCK]
+    warns = [c for c in checks if c.status == WARN]
     print()
     if blocks:
         print(f"{len(blocks)} blocking problem(s), {len(warns)} warning(s): fix the BLOCK lines before training.")

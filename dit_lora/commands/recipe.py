@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.commands.doctor import ensure_environment
-from dit_lora.config.parser import named_family, parse_config
+from dit_lora.config.family_choice import named_family
+from dit_lora.config.parser import parse_config
 from dit_lora.config.schema import TrainConfig
 from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli

@@ -39,10 +39,10 @@ class DataPath(Protocol):
     """``FamilySpec.data``: how samples are listed, screened, checked, preprocessed and batched."""
 
     def data_handler(self, cfg: TrainConfig, spec):
-        """A :class:`~dit_lora.data.prepare.MediaHandler` for ``spec`` (training and ``check-data`` screen with it)."""
+        """A :class:`~dit_lora.data.prepared_data.MediaHandler` for ``spec`` (training and ``check-data`` screen with it)."""
 
     def build_data(self, cfg: TrainConfig, spec, comps, accelerator):
-        """The training data (a :class:`~dit_lora.data.prepare.PreparedData`), or None for the standard path,
+        """The training data (a :class:`~dit_lora.data.prepared_data.PreparedData`), or None for the standard path,
         :func:`dit_lora.data.prepare.prepare_data` with :meth:`data_handler`, which the training stage then runs."""
 
 

@@ -1,7 +1,7 @@
 """Several data sets in one run (``--dataset_config``, :mod:`dit_lora.config.dataset_config`): each set listed,
 screened, bucketed and cached by the family's own handler with its own options, then trained as one data set.
 
-:class:`SetsMedia` is a :class:`~dit_lora.data.prepare.MediaHandler` over one handler per set (the family's
+:class:`SetsMedia` is a :class:`~dit_lora.data.prepared_data.MediaHandler` over one handler per set (the family's
 ``data_handler`` given the run's config with the set's options, :func:`set_config`): :func:`prepare_data` and
 ``check-data`` run it as they run a single handler. Each sample carries its set (``data_set``) and a key prefixed
 with the set's name (``photos/0001.png``), so the log, ``quarantine.json`` and the held-out choice tell the sets
@@ -293,7 +293,7 @@ class SetMix:
 
 
 def batch_order(data: Any, batch_size: int, **order: Any) -> EpochBatches | PairedBatches:
-    """The run's batch order over ``data`` (a :class:`~dit_lora.data.prepare.PreparedData`; ``order``: seed, rank,
+    """The run's batch order over ``data`` (a :class:`~dit_lora.data.prepared_data.PreparedData`; ``order``: seed, rank,
     world_size, random_flip, caption_dropout): :class:`~dit_lora.data.batches.EpochBatches` over its training
     samples, weighted by its sets, and with class images each batch paired with a batch of them
     (:func:`~dit_lora.data.batches.paired_order`)."""
@@ -317,7 +317,7 @@ def batch_order(data: Any, batch_size: int, **order: Any) -> EpochBatches | Pair
 
 
 class SetsMedia:
-    """A :class:`~dit_lora.data.prepare.MediaHandler` over several sets, one family handler each (see the module)."""
+    """A :class:`~dit_lora.data.prepared_data.MediaHandler` over several sets, one family handler each (see the module)."""
 
     def __init__(self, cfg: TrainConfig, spec: FamilySpec, make: Callable[[TrainConfig], Any] | None = None) -> None:
         assert has_sets(cfg), "SetsMedia reads --dataset_config or --with_prior_preservation's class images"

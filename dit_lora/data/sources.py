@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dit_lora.config.parser import check_one_source
+from dit_lora.config.checks import check_one_source
 from dit_lora.core.errors import UserError
 from dit_lora.data.caption_files import NotUTF8, caption_refusal, decode_caption
 from dit_lora.data.hub_datasets import load_dataset_samples

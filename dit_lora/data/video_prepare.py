@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from dit_lora.config.parser import check_one_source
+from dit_lora.config.checks import check_one_source
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.capabilities import Encoders, VideoFrames
 from dit_lora.contract.spec import FamilySpec

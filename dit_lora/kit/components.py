@@ -34,8 +34,9 @@ from dit_lora.core.fileio import atomic_write
 from dit_lora.data.aspect import run_buckets
 from dit_lora.data.cache import as_encoding
 from dit_lora.data.data_sets import distinct, set_configs
+from dit_lora.data.image_media import ImageMedia
 from dit_lora.data.masks import LATENT_KEY, PIXEL_KEY, latent_mask
-from dit_lora.data.prepare import ImageMedia, prepare_data
+from dit_lora.data.prepare import prepare_data
 from dit_lora.data.synthetic.shapes import (
     SHAPES_CLASS_MARKER,
     SHAPES_MARKER,
@@ -261,7 +262,7 @@ class DiffusionData:
     (a video family returns its :class:`~dit_lora.data.video_prepare.VideoMedia` from :meth:`data_handler`)."""
 
     def data_handler(self, cfg: TrainConfig, spec):
-        """The image :class:`~dit_lora.data.prepare.MediaHandler`."""
+        """The image :class:`~dit_lora.data.prepared_data.MediaHandler`."""
         return ImageMedia(cfg, spec)
 
     def build_data(self, cfg: TrainConfig, spec, comps: Components, accelerator):

@@ -32,8 +32,8 @@ from PIL import Image
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.decode import load_rgb, oriented_size
+from dit_lora.data.image_media import ImageMedia
 from dit_lora.data.paths import FolderWalk, locate
-from dit_lora.data.prepare import ImageMedia
 from dit_lora.data.samples import name_some
 from dit_lora.data.sources import METADATA_FILENAMES, json_lines
 from dit_lora.data.transforms import crop_seed, preprocess_image

@@ -11,7 +11,7 @@ from dit_lora.contract.capabilities import VideoFrames
 from dit_lora.core.errors import UserError
 from dit_lora.data.data_sets import distinct, set_configs
 from dit_lora.data.frames import automatic_buckets, check_num_frames, most_tokens, resolution_buckets
-from dit_lora.data.prepare import cache_root_for
+from dit_lora.data.prepare_cache import cache_root_for
 from dit_lora.data.video_prepare import VideoMedia
 from dit_lora.kit.components import DiffusionData, DiffusionPlan
 

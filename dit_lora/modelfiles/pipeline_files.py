@@ -23,7 +23,7 @@ def is_local(path: str) -> bool:
 
 def _model_path(model: ModelOptions) -> str:
     """``--pretrained_model_name_or_path`` of ``model`` (the run's ``cfg.model``) for the readers below: they run once
-    the config's checks refused a missing one (``config.parser.validate_static``); a None still fails in ``os.path``."""
+    the config's checks refused a missing one (``config.checks.validate_static``); a None still fails in ``os.path``."""
     return cast(str, model.pretrained_model_name_or_path)
 
 

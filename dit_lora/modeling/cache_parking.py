@@ -10,10 +10,10 @@ the loader read them, in host memory, until the cache is built and the encoders 
 called by the training setup); what is outside the blocks (embedders, the output layer) goes to the device at load
 as before, so anything the data path reads from the model is where it was.
 
-**How.** The blocks are parked with :func:`~dit_lora.modeling.block_swap.park_block` (unpinned: the loader's own
+**How.** The blocks are parked with :func:`~dit_lora.modeling.host_parking.park_block` (unpinned: the loader's own
 tensors, aliased, not copied), so the loader's ``.to(device)`` leaves them in host memory; the blocks
 ``--blocks_to_swap`` swaps are parked as before (pinned on CUDA) and stay parked. After the cache:
-:func:`~dit_lora.modeling.block_swap.unpark` and ``.to(device)``, one block at a time (one synchronous copy each:
+:func:`~dit_lora.modeling.host_parking.unpark` and ``.to(device)``, one block at a time (one synchronous copy each:
 the bytes the load would have copied, later). On a CPU nothing moves at all: a parked block's "host copy" is the
 tensor itself.
 
@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from dit_lora.core.engine import decide_engine
-from dit_lora.modeling import block_swap
+from dit_lora.modeling import block_swap, host_parking
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -66,14 +66,14 @@ def park_for_load(
         return parked  # a folder quantized by its own config (bitsandbytes' Params4bit...): they stay where it put them
     for block in waiting:
         block.requires_grad_(False)  # as every loader freezes its model: nothing is trained yet
-        block_swap.park_block(block, torch.device(device), pin=False)
+        host_parking.park_block(block, torch.device(device), pin=False)
         parked += 1
     return parked
 
 
 def _plain(block: nn.Module) -> bool:
     """Whether every frozen tensor of ``block`` is a plain tensor or Parameter (what parking can move)."""
-    return all(type(tensor) in (torch.Tensor, nn.Parameter) for _, _, tensor in block_swap.frozen_slots(block))
+    return all(type(tensor) in (torch.Tensor, nn.Parameter) for _, _, tensor in host_parking.frozen_slots(block))
 
 
 def bring_waiting(model: nn.Module, paths: Sequence[str], count: int, device: torch.device | str) -> tuple[int, int]:
@@ -83,11 +83,11 @@ def bring_waiting(model: nn.Module, paths: Sequence[str], count: int, device: to
     moved, size = 0, 0
     for blocks in block_swap.block_lists(model, paths):
         for block in blocks:
-            if id(block) in swapped or not block_swap.unpark(block):
+            if id(block) in swapped or not host_parking.unpark(block):
                 continue
             block.to(device)
             moved += 1
-            size += sum(t.numel() * t.element_size() for _, _, t in block_swap.frozen_slots(block))
+            size += sum(t.numel() * t.element_size() for _, _, t in host_parking.frozen_slots(block))
     return moved, size
 
 

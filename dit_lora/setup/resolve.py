@@ -30,7 +30,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.config.parser import parse_config
 from dit_lora.contract.spec import FamilySpec, require
 from dit_lora.data import held_out, masks
-from dit_lora.data.prepare import check_image_buckets
+from dit_lora.data.image_media import check_image_buckets
 from dit_lora.modeling import activation_offload, block_swap
 from dit_lora.registry import get_spec
 

@@ -37,7 +37,8 @@ from torch import nn
 from dit_lora.config import TrainConfig, optimizers
 from dit_lora.core.engine import FSDP2_CONFIG, USE_FSDP_VAR
 from dit_lora.core.errors import UserError
-from dit_lora.modeling.block_swap import block_lists, set_tensor, unpark
+from dit_lora.modeling.block_swap import block_lists
+from dit_lora.modeling.host_parking import set_tensor, unpark
 
 
 def check_options(cfg: TrainConfig) -> None:

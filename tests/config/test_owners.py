@@ -10,7 +10,7 @@ import pytest
 from dit_lora.config import parse_config
 from dit_lora.config.owners import (common_names, family_fields, find_field, foreign_option_message,
                                     known_families, options_class, owners, register_options, unregister_options)
-from dit_lora.config.parser import build_argparser
+from dit_lora.config.command_line import build_argparser
 from dit_lora.config.schema import FamilyOptions, TrainConfig, config_fields
 from dit_lora.core.errors import UserError
 from dit_lora.registry import available

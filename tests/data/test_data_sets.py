@@ -233,7 +233,8 @@ def test_repeats_lists_every_sample_that_many_times_encoded_once(tmp_path, two_f
 def test_class_images_that_all_failed_to_encode_stop_the_run():
     """Every class image left out while caching: the run stops (it would train without prior preservation)."""
     from dit_lora.data.data_sets import SetMix
-    from dit_lora.data.prepare import PreparedData, _paired
+    from dit_lora.data.prepare import _paired
+    from dit_lora.data.prepared_data import PreparedData
 
     mix = SetMix(("instance", "class"), None, (1.0, 1.0), (0, 0), (False, True))
     with pytest.raises(UserError, match="No class image of prior preservation could be encoded"):

@@ -12,7 +12,7 @@ import pytest
 from dit_lora.config import TrainConfig, parse_config
 from dit_lora.core.errors import UserError
 from dit_lora.data import held_out
-from dit_lora.data.prepare import ImageMedia
+from dit_lora.data.image_media import ImageMedia
 from dit_lora.data.sources import RawSample
 from dit_lora.registry import get_spec
 

@@ -22,7 +22,7 @@ from dit_lora.data.aspect import run_buckets
 from dit_lora.data.batches import CachedLatentDataset, RawImageDataset
 from dit_lora.data.cache import build_cache, cache_files, cache_namespace
 from dit_lora.data.preflight import check_samples, summarize
-from dit_lora.data.prepare import ImageMedia
+from dit_lora.data.image_media import ImageMedia
 from dit_lora.data.sources import load_samples
 from dit_lora.data.transforms import crop_seed, preprocess_image
 from dit_lora.registry import get_spec

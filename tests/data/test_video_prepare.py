@@ -19,7 +19,8 @@ from dit_lora.commands.cli import main as cli_main  # noqa: E402
 from dit_lora.config import TrainConfig  # noqa: E402
 from dit_lora.data import batches as batch_lib  # noqa: E402
 from dit_lora.data.cache import cache_namespace  # noqa: E402
-from dit_lora.data.prepare import cache_root_for, prepare_data  # noqa: E402
+from dit_lora.data.prepare import prepare_data  # noqa: E402
+from dit_lora.data.prepare_cache import cache_root_for  # noqa: E402
 from dit_lora.data.video import VideoSample, decode_clip, resolution_buckets, validate_video_samples  # noqa: E402
 from dit_lora.data.video_prepare import VideoMedia, load_video_dataset, materialise_clip  # noqa: E402
 from dit_lora.data.synthetic.clips import (  # noqa: E402
@@ -679,7 +680,7 @@ def test_kohya_clip_copies_never_land_on_two_ranks(tmp_path, monkeypatch):
     two ranks would encode and write one entry twice, at the same time)."""
     import accelerate.utils
 
-    from dit_lora.data import prepare
+    from dit_lora.data import prepare_cache
 
     monkeypatch.setattr(accelerate.utils, "gather_object", lambda items: list(items))  # a lone stand-in for 2 ranks
     shares: dict[int, set] = {}
@@ -688,7 +689,7 @@ def test_kohya_clip_copies_never_land_on_two_ranks(tmp_path, monkeypatch):
         shares[kwargs["rank"]] = {files[i] for i in todo}
         return {}
 
-    monkeypatch.setattr(prepare, "build_cache", record)
+    monkeypatch.setattr(prepare_cache, "build_cache", record)
     cfg = _cfg(tmp_path, _kohya_clips(tmp_path / "data"))
     for rank in (0, 1):
         acc = types.SimpleNamespace(is_main_process=rank == 0, process_index=rank, num_processes=2,

@@ -49,7 +49,7 @@ def _train(model: Path, data: Path, out: Path, cache: Path, **overrides) -> dict
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_sana, shapes_data):
     """``run(checkpointing, blocks_to_swap)``: the output folder of that run, made the first time it is asked for."""
-    from dit_lora.modeling.block_swap import BlockSwap
+    from dit_lora.modeling.swap_hooks import BlockSwap
 
     root = tmp_path_factory.mktemp("block-swap")
     done: dict[tuple[str, int], Path] = {}
@@ -151,7 +151,7 @@ def test_qwen3_vl_with_a_swapped_decoder_layer_is_bitwise_the_run_without(tmp_pa
     from dit_lora.config import parse_config
     from dit_lora.families.videollm import build_demo_model
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
-    from dit_lora.modeling.block_swap import BlockSwap
+    from dit_lora.modeling.swap_hooks import BlockSwap
     from dit_lora.training.loop import train
 
     model = build_demo_model("qwen3_vl", tmp_path / "tiny-qwen3-vl")

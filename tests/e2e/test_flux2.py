@@ -137,7 +137,7 @@ def test_klein_with_blocks_swapped_in_both_lists_killed_mid_step_resumes_to_the_
     """One run pair for two promises: ``--blocks_to_swap 1`` (the last block of ``transformer_blocks`` and of
     ``single_transformer_blocks``) changes no value, and a run killed mid-step resumes bit for bit: killed at update
     4, resumed from checkpoint-2, it ends on the drilled reference's (unswapped, uninterrupted) adapter bytes."""
-    from dit_lora.modeling.block_swap import BlockSwap
+    from dit_lora.modeling.swap_hooks import BlockSwap
 
     _, reference, _ = drilled
     out, cache = tmp_path / "killed", reference.parent / "cache"

@@ -18,7 +18,7 @@ from dit_lora.contract import capabilities as caps
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.core.errors import UserError
-from dit_lora.data.prepare import ImageMedia
+from dit_lora.data.image_media import ImageMedia
 from dit_lora.kit import components as base
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from dit_lora.modeling import block_swap, cache_parking
+from dit_lora.modeling import cache_parking, host_parking
 from config_stand_in import stand_in
 
 DIM, DEPTH = 8, 6
@@ -60,8 +60,8 @@ def test_the_blocks_stay_in_host_memory_through_to_and_come_after_the_cache_but_
     block_bytes = sum(t.numel() * t.element_size() for t in (*model.blocks[0].parameters(),))
     assert moved == DEPTH - 2 and size == (DEPTH - 2) * block_bytes
     assert all(_where(block) == {"meta"} for block in model.blocks[:-2])
-    assert all(_where(block) == {"cpu"} and block_swap.swap_state(block) is not None for block in model.blocks[-2:])
-    assert all(block_swap.swap_state(block) is None for block in model.blocks[:-2])  # ordinary modules again
+    assert all(_where(block) == {"cpu"} and host_parking.swap_state(block) is not None for block in model.blocks[-2:])
+    assert all(host_parking.swap_state(block) is None for block in model.blocks[:-2])  # ordinary modules again
     assert cache_parking.bring_waiting(model, ("blocks",), 2, "meta") == (0, 0)  # once
     assert "4 block(s) (0.00 GiB) that waited in host memory while it was built came to meta" in (
         cache_parking.describe(moved, size, "meta"))

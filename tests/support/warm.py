@@ -81,7 +81,7 @@ get_checkpoint_conversion_mapping("llama")
 for _name in available():
     _cls = get_spec(_name).info.pipeline_class_name
     getattr(diffusers, _cls, None) or getattr(transformers, _cls, None)
-# what every run's environment check imports (dit_lora/commands/doctor.py, IMPORT_CHECKED and the optional ones):
+# what every run's environment check imports (dit_lora/commands/doctor_versions.py, IMPORT_CHECKED and the optional ones):
 # about half a second of each run otherwise
 import importlib
 for _name in ("datasets", "av", "triton", "bitsandbytes"):

@@ -197,14 +197,14 @@ def test_under_fsdp2_the_loader_parks_every_block_and_sharding_brings_them_in_on
     import torch.distributed.fsdp as fsdp_module
     from torch.distributed.tensor import DTensor
 
-    from dit_lora.modeling import block_swap
+    from dit_lora.modeling import block_swap, host_parking
 
     model = _loaded(parks=True)
-    assert all(block_swap.swap_state(b) is not None and "_apply" in b.__dict__ for b in model.blocks)
+    assert all(host_parking.swap_state(b) is not None and "_apply" in b.__dict__ for b in model.blocks)
     assert all(not t.is_pinned() for b in model.blocks for t in b.parameters())  # one synchronous copy each
 
     def whole(block: nn.Module) -> bool:
-        return block_swap.swap_state(block) is None and not isinstance(block.base.weight, DTensor)
+        return host_parking.swap_state(block) is None and not isinstance(block.base.weight, DTensor)
 
     seen, original = [], fsdp_module.fully_shard
 
@@ -220,7 +220,7 @@ def test_under_fsdp2_the_loader_parks_every_block_and_sharding_brings_them_in_on
     assert seen == [(False, 1), (False, 1), (False, 1), (True, 0)]
     assert counts.from_host == 3 and "3 of them brought from host memory one at a time" in fsdp2.describe(
         counts, 1, False)
-    assert all(block_swap.swap_state(b) is None and "_apply" not in b.__dict__ for b in model.blocks)
+    assert all(host_parking.swap_state(b) is None and "_apply" not in b.__dict__ for b in model.blocks)
     assert all(isinstance(p, DTensor) for p in model.parameters()) and counts.trainable == 3 * 2
     x = torch.randn(4, 8)
     plain(x).square().sum().backward()

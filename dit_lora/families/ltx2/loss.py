@@ -239,6 +239,6 @@ class LTX2ICData(ClipData):
 
     def data_handler(self, cfg: TrainConfig, spec):
         """The reference clip handler over the run's cache folder."""
-        from dit_lora.data.prepare import cache_root_for
+        from dit_lora.data.prepare_cache import cache_root_for
 
         return ReferenceMedia(cfg, spec, cache_root_for(cfg.data), flags=FLAGS)

@@ -149,7 +149,7 @@ class QADataset(torch.utils.data.Dataset):
 
 
 class VideoQAMedia:
-    """The :class:`~dit_lora.data.prepare.MediaHandler` of video-LLM families: QA samples, tokenized on the fly."""
+    """The :class:`~dit_lora.data.prepared_data.MediaHandler` of video-LLM families: QA samples, tokenized on the fly."""
 
     noun = "clip"
     cacheable = False

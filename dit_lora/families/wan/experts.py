@@ -17,7 +17,7 @@ A switch points the idle expert's tensors back at their CPU copies (nothing to c
 change) and copies the other's in with ``non_blocking``. LoRA weights and their optimizer state stay on the
 device throughout. The memory plan counts one expert (``model.plan_wan_components``).
 
-The parking helpers (slots, host copies, dtype-following) are :mod:`dit_lora.modeling.block_swap`'s, shared with
+The parking helpers (slots, host copies, dtype-following) are :mod:`dit_lora.modeling.host_parking`'s, shared with
 ``--blocks_to_swap``; an expert's swapped blocks are left to the block swap (their slots are skipped here), so the
 two compose: the switch moves the rest of an expert, each swapped block comes and goes with its own forward.
 """
@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from dit_lora.kit.components import DiffusionTrainables
-from dit_lora.modeling.block_swap import Slot, follow_dtype, frozen_slots, host_copy, set_tensor
+from dit_lora.modeling.host_parking import Slot, follow_dtype, frozen_slots, host_copy, set_tensor
 
 if TYPE_CHECKING:
     from diffusers.models.modeling_utils import ModelMixin
