@@ -12,6 +12,7 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
+from dit_lora.config import optimizers
 from dit_lora.config.data_kind import video_llm_data_message
 from dit_lora.config.dataset_config import check_data_sets
 from dit_lora.config.schema import TrainConfig, config_fields
@@ -51,7 +52,7 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
                 f"--frame_buckets {cfg.video.frame_buckets} sets every clip's frames and size, so {', '.join(clash)} would "
                 f"be ignored. Remove {' and '.join(clash)}, or drop --frame_buckets to train one size."
             )
-    _check_optimizer(cfg)
+    optimizers.check_options(cfg.training, cfg.is_set)  # what goes with --optimizer: the optimizer table's checks
     if cfg.training.mixed_precision == "fp16" and not cfg.training.allow_fp16:
         raise UserError(
             "--mixed_precision fp16 is refused: fp16 overflows (65504 max) inside Sana's linear attention and "
@@ -104,77 +105,6 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
 RESERVED_NAMES = ("pytorch_lora_weights", "adapter_model", "dit_lora_backbone")
 
 
-def _check_optimizer(cfg: TrainConfig) -> None:
-    """--optimizer prodigy, adafactor, came, adamw8bit or adamw4bit takes neither bitsandbytes' 8-bit AdamW nor
-    fp16's gradient scaler (which steps an optimizer by reading its inf check on the host); the --prodigy_*,
-    --adafactor_* and --came_* options need their optimizer, and the --adam_* options an optimizer that reads them
-    (never accepted and then ignored)."""
-    name = cfg.training.optimizer
-    for owner, options in OPTIMIZER_OPTIONS.items():
-        given = [f"--{o}" for o in options if cfg.is_set(o)]
-        if owner != name and given:
-            raise UserError(
-                f"{', '.join(given)} set{'s' if len(given) == 1 else ''} {OPTIMIZER_TITLES[owner]}, but the optimizer "
-                f"is {name}, which never reads {'it' if len(given) == 1 else 'them'}. Add --optimizer {owner}, or drop "
-                f"{'the option' if len(given) == 1 else 'them'}."
-            )
-    if name == "adamw":
-        return
-    _check_adam_options(cfg, name)
-    title = OPTIMIZER_TITLES[name]
-    if cfg.training.use_8bit_adam:
-        fix = (
-            f"Drop --use_8bit_adam: {title} is the 8-bit AdamW the guard skips on the device without a host sync"
-            if name == "adamw8bit"
-            else f"Drop --use_8bit_adam to train with {title}, or --optimizer {name} for the 8-bit AdamW"
-        )
-        raise UserError(
-            f"--use_8bit_adam and --optimizer {name} ask for two optimizers: --use_8bit_adam is bitsandbytes' 8-bit "
-            f"AdamW. {fix}."
-        )
-    if cfg.training.mixed_precision == "fp16":
-        raise UserError(
-            f"--optimizer {name} with --mixed_precision fp16: fp16's gradient scaler decides each step on the host, "
-            f"which {title}'s device-side skip does not go through (not verified). Use bf16 (the default) or no."
-        )
-
-
-def _check_adam_options(cfg: TrainConfig, name: str) -> None:
-    """Adafactor reads none of --adam_beta1, --adam_beta2 and --adam_epsilon, CAME no --adam_epsilon (its two are
-    its own): given, they are refused."""
-    unread = {"adafactor": ("adam_beta1", "adam_beta2", "adam_epsilon"), "came": ("adam_epsilon",)}.get(name, ())
-    adam = [f"--{o}" for o in unread if cfg.is_set(o)]
-    if name == "adafactor" and adam:
-        raise UserError(
-            f"{', '.join(adam)} with --optimizer adafactor: Adafactor has no Adam betas or epsilon (of the --adam_* "
-            "options it reads only --adam_weight_decay). Drop them; --adafactor_beta1 gives it a first moment, "
-            "--adafactor_decay_rate sets how its second moments decay."
-        )
-    if name == "came" and adam:
-        raise UserError(
-            "--adam_epsilon with --optimizer came: CAME has no Adam epsilon; its two floors (1e-30 under the "
-            "squared gradients, 1e-16 under the instability) are came-pytorch's defaults, not options. Drop it; "
-            "--adam_beta1, --adam_beta2 and --came_beta3 are its betas."
-        )
-
-
-#: the options only one --optimizer reads
-OPTIMIZER_OPTIONS = {
-    "prodigy": ("prodigy_beta3", "prodigy_decouple", "prodigy_use_bias_correction", "prodigy_safeguard_warmup"),
-    "adafactor": ("adafactor_scale_parameter", "adafactor_beta1", "adafactor_clip_threshold", "adafactor_decay_rate"),
-    "came": ("came_beta3", "came_clip_threshold"),
-}
-#: each --optimizer's name in messages
-OPTIMIZER_TITLES = {
-    "adamw": "AdamW",
-    "prodigy": "Prodigy",
-    "adafactor": "Adafactor",
-    "came": "CAME",
-    "adamw8bit": "torchao's 8-bit AdamW",
-    "adamw4bit": "torchao's 4-bit AdamW",
-}
-
-
 def check_output_name(name: str | None) -> None:
     """``--output_name``: a plain file name without its extension (the copy is ``NAME.safetensors`` in --output_dir),
     refused in one paragraph otherwise."""
@@ -204,27 +134,7 @@ def check_optional_packages(cfg: TrainConfig) -> None:
             raise UserError(
                 "--report_to wandb needs the `wandb` package: `pip install wandb`, or use --report_to tensorboard."
             )
-    if cfg.training.use_8bit_adam:
-        try:
-            import bitsandbytes  # noqa: F401
-            import torch
-
-            if not torch.cuda.is_available():
-                raise ImportError("no CUDA device")
-        except Exception as err:  # bitsandbytes raises various errors without CUDA
-            raise UserError(
-                f"--use_8bit_adam needs bitsandbytes on a CUDA GPU ({type(err).__name__}: {err}). Install the "
-                "`quant` extra (`pip install dit-lora[quant]`) on a GPU machine, or drop --use_8bit_adam."
-            )
-    if cfg.training.optimizer in ("adamw8bit", "adamw4bit"):
-        try:
-            from torchao.optim import AdamW4bit, AdamW8bit  # noqa: F401
-        except Exception as err:
-            raise UserError(
-                f"--optimizer {cfg.training.optimizer} needs torchao's low-bit AdamW ({type(err).__name__}: {err}). "
-                "Install the `quant` extra (`pip install 'dit-lora[quant]' -c constraints.txt`: torchao 0.18), or "
-                "use --optimizer adamw."
-            )
+    optimizers.check_packages(cfg.training)  # bitsandbytes, torchao: each optimizer's own (the optimizer table)
 
 
 def check_one_source(train_data_dir: str | os.PathLike | None, dataset_name: str | None, what: str) -> None:

@@ -56,6 +56,11 @@ def modules_naming_optimizers() -> dict[str, list[str]]:
     return found
 
 
+def test_optimizer_names_appear_in_at_most_two_modules_outside_the_table():
+    found = modules_naming_optimizers()
+    assert len(found) <= MOST_MODULES_NAMING, found
+
+
 def test_the_scan_finds_a_module_naming_an_optimizer(monkeypatch, tmp_path):
     """The scan above can fail: a module comparing --optimizer with a name, or saying it, is found."""
     (tmp_path / "named.py").write_text('"""Docstrings may say --optimizer prodigy."""\nA = x == "came"\n'
@@ -175,3 +180,37 @@ def test_the_peers_spellings_read_as_an_entrys_name():
         assert names.canonical(entry.name.upper()) == entry.name
         for alias in entry.aliases:
             assert alias == alias.lower() and names.canonical(alias) == entry.name
+
+
+def test_a_new_entry_reaches_the_choices_checks_plan_report_builder_and_fsdp2(monkeypatch):
+    """One entry added to the table (and its builder to the builders) is offered, checked, planned, reported, built
+    and refused under FSDP2 as its fields say, with no other change."""
+    import torch
+
+    from dit_lora.config import TrainConfig, parse_config
+    from dit_lora.plan import estimate, report
+    from dit_lora.training import fsdp2, optim
+
+    fake = dataclasses.replace(
+        optimizers.CAME, name="fake", title="Fake", plan_label="Fake, fp8", aliases=("fake-peer",),
+        state_bytes=lambda shapes, training: 3 * sum(math.prod(shape) for shape in shapes),
+        fsdp2_refusal="its state is not sharded: use adamw", own_options=(), unread_adam_options=())
+    monkeypatch.setattr(optimizers, "TABLE", (*optimizers.TABLE, fake))
+    built = []
+    monkeypatch.setitem(optim.BUILDERS, fake, lambda entry, training, groups, device: built.append(entry) or
+                        torch.optim.SGD(groups, lr=training.learning_rate))
+
+    assert list(OptimizerNames())[-1] == "fake" and OptimizerNames().canonical("Fake-Peer") == "fake"
+    assert parse_config([*BASE, "--optimizer", "FAKE"]).training.optimizer == "fake"
+    with pytest.raises(UserError, match="--came_beta3 sets CAME, but the optimizer is fake"):
+        parse_config([*BASE, "--optimizer", "fake", "--came_beta3", "0.99"])
+
+    cfg = TrainConfig(optimizer="fake")
+    model = torch.nn.Linear(4, 3)
+    assert estimate._trainable_fields(cfg, model, "cuda", 1, "ddp")["optimizer_bytes"] == 3 * (4 * 3 + 3)
+    assert report._optimizer_label(SimpleNamespace(optimizer="fake", eight_bit_adam=False)) == "Fake, fp8"
+
+    made, skip = optim.make_optimizer(cfg.training, [{"params": list(model.parameters())}], torch.device("cpu"))
+    assert isinstance(made, torch.optim.SGD) and skip is True and built == [fake]
+    with pytest.raises(UserError, match=r"--optimizer fake \(its state is not sharded: use adamw\)"):
+        fsdp2.check_options(cfg)
