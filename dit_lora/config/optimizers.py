@@ -336,7 +336,7 @@ def check_options(training: Training, is_set: Callable[[str], bool]) -> None:
         fix = (
             f"Drop --use_8bit_adam: {entry.title} is the 8-bit AdamW the guard skips on the device without a host sync"
             if entry is ADAMW8BIT
-            else f"Drop --use_8bit_adam to train with {entry.title}, or {entry.flag} for the 8-bit AdamW"
+            else f"Drop --use_8bit_adam to train with {entry.title}, or {ADAMW8BIT.flag} for the 8-bit AdamW"
         )
         raise UserError(
             f"--use_8bit_adam and --optimizer {name} ask for two optimizers: --use_8bit_adam is bitsandbytes' 8-bit "

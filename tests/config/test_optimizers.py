@@ -128,6 +128,10 @@ def test_an_optimizers_own_and_unread_options_are_refused_naming_it():
     optimizers.check_options(_training(optimizer="prodigy"), given)  # Prodigy reads both
     with pytest.raises(UserError, match="Drop --use_8bit_adam: torchao's 8-bit AdamW is the 8-bit AdamW the guard"):
         optimizers.check_options(_training(optimizer="adamw8bit", use_8bit_adam=True), lambda name: False)
+    # the other optimizers are told where the 8-bit AdamW is (it once named the optimizer they had given)
+    with pytest.raises(UserError, match=r"Drop --use_8bit_adam to train with Prodigy, or --optimizer adamw8bit for the "
+                                        r"8-bit AdamW.$"):
+        optimizers.check_options(_training(optimizer="prodigy", use_8bit_adam=True), lambda name: False)
 
 
 def test_a_missing_package_is_one_paragraph_naming_the_flag_that_needs_it(monkeypatch):
