@@ -195,7 +195,10 @@ class FamilyOptions:
     ``@dataclass(frozen=True)`` (frozen as the rest of the resolved config; Python refuses a non-frozen subclass).
 
     ``TITLE`` names the section its flags are listed under in ``--help`` and the options reference. A family without
-    options of its own gets this class, empty.
+    options of its own gets this class, empty. A group of options several classes read
+    (``modeling/timestep_options.py``, LTX-2's sound options) is a frozen dataclass built on nothing, listed beside
+    this class among a family's bases; a family's class stands on at most two levels of dit_lora classes
+    (``tests/config/test_option_depth.py``).
     """
 
     TITLE: ClassVar[str] = ""

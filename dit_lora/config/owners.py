@@ -1,8 +1,9 @@
 """Who owns each option: the common :class:`TrainConfig`, or one family's options dataclass.
 
 Each family's own options live in ``dit_lora/families/<package>/options.py``; option groups that several
-families share (the flow-matching timestep density) live in a shared module and are inherited. The CLI keeps
-the flat flag names, so a flag's name says nothing about its owner: this module does.
+families share (the flow-matching timestep density) live in a shared module, flat dataclasses that a family's class
+lists among its bases beside :class:`FamilyOptions`. The CLI keeps the flat flag names, so a flag's name says nothing
+about its owner: this module does.
 """
 
 from __future__ import annotations

@@ -1,21 +1,27 @@
 """Options shared by the diffusion families: the timestep density of flow-matching / logit-normal training.
 
-A family's options inherit the groups it uses: Sana the whole :class:`FlowMatchingOptions`; CogVideoX, Wan and Z-Image
-:class:`TimestepSamplingOptions` (``--timestep_sampling uniform|logit_normal``); Wan and Z-Image :class:`FlowShiftOptions`
-(``--flow_shift``); the image-to-video families :class:`ConditioningImageOptions`; Sana and SANA-Video
-:class:`CaptionInstructionOptions` (their pipelines' complex human instruction); Sana and Chroma :class:`TextPaddingOptions`
-(``--trim_text_padding``). A flag has one owner, so a group two families share lives here.
+A family's options class lists the groups it reads beside :class:`FamilyOptions`: Sana :class:`FlowMatchingOptions` and
+:class:`LogitNormalOptions`; CogVideoX, Wan and Z-Image :class:`TimestepSamplingOptions` (``--timestep_sampling
+uniform|logit_normal``) and :class:`LogitNormalOptions`; Wan and Z-Image :class:`FlowShiftOptions` (``--flow_shift``);
+the image-to-video families :class:`ConditioningImageOptions`; Sana and SANA-Video :class:`CaptionInstructionOptions`
+(their pipelines' complex human instruction); Sana and Chroma :class:`TextPaddingOptions` (``--trim_text_padding``).
+A flag has one owner, so a group two families share lives here.
+
+Each group is a flat frozen dataclass built on nothing, not a :class:`FamilyOptions`: a family's class sits one level
+above it, and a task built on its family's class (``WanI2VOptions`` on ``WanOptions``) two, the most
+(``tests/config/test_option_depth.py``). A group that reads another's options (the density's ``--logit_mean`` and
+``--logit_std``) is listed beside it by the families, not built on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.config.schema import FINITE, POSITIVE, WEIGHTING_SCHEMES, FamilyOptions, opt
+from dit_lora.config.schema import FINITE, POSITIVE, WEIGHTING_SCHEMES, opt
 
 
 @dataclass(frozen=True)
-class LogitNormalOptions(FamilyOptions):
+class LogitNormalOptions:
     """The logit-normal timestep density: its mean and standard deviation."""
 
     logit_mean: float = opt(
@@ -31,8 +37,9 @@ class LogitNormalOptions(FamilyOptions):
 
 
 @dataclass(frozen=True)
-class FlowMatchingOptions(LogitNormalOptions):
-    """Flow-matching training: the timestep density / loss weighting scheme (diffusers.training_utils)."""
+class FlowMatchingOptions:
+    """Flow-matching training: the timestep density / loss weighting scheme (diffusers.training_utils); its
+    ``logit_normal`` density reads :class:`LogitNormalOptions`, listed beside it."""
 
     weighting_scheme: str = opt(
         "logit_normal",
@@ -47,8 +54,9 @@ class FlowMatchingOptions(LogitNormalOptions):
 
 
 @dataclass(frozen=True)
-class TimestepSamplingOptions(LogitNormalOptions):
-    """How training timesteps are drawn where the reference trainers draw them uniformly (CogVideoX, Wan)."""
+class TimestepSamplingOptions:
+    """How training timesteps are drawn where the reference trainers draw them uniformly (CogVideoX, Wan); its
+    ``logit_normal`` reads :class:`LogitNormalOptions`, listed beside it."""
 
     timestep_sampling: str = opt(
         "uniform",
@@ -63,7 +71,7 @@ class TimestepSamplingOptions(LogitNormalOptions):
 
 
 @dataclass(frozen=True)
-class ConditioningImageOptions(FamilyOptions):
+class ConditioningImageOptions:
     """The conditioning image of validation samples (image-to-video, image editing)."""
 
     validation_image: str | None = opt(
@@ -76,7 +84,7 @@ class ConditioningImageOptions(FamilyOptions):
 
 
 @dataclass(frozen=True)
-class TrainedSizeOptions(FamilyOptions):
+class TrainedSizeOptions:
     """Video families: the guard against sizes far from the checkpoint's trained one."""
 
     allow_untrained_resolution: bool = opt(
@@ -90,7 +98,7 @@ class TrainedSizeOptions(FamilyOptions):
 
 
 @dataclass(frozen=True)
-class FlowShiftOptions(FamilyOptions):
+class FlowShiftOptions:
     """A fixed shift of the training timestep schedule, for the families that train on a static shifted schedule."""
 
     flow_shift: float | None = opt(
@@ -107,7 +115,7 @@ class FlowShiftOptions(FamilyOptions):
 
 
 @dataclass(frozen=True)
-class TextPaddingOptions(FamilyOptions):
+class TextPaddingOptions:
     """Cutting the caption padding no cached caption reaches (Sana, Chroma: their attention masks it)."""
 
     trim_text_padding: bool = opt(
@@ -121,7 +129,7 @@ class TextPaddingOptions(FamilyOptions):
 
 
 @dataclass(frozen=True)
-class CaptionInstructionOptions(FamilyOptions):
+class CaptionInstructionOptions:
     """The instruction prefix Gemma-2 captions get at inference (``SanaPipeline``, ``SanaVideoPipeline``)."""
 
     complex_human_instruction: bool = opt(

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.config.schema import POSITIVE, opt
-from dit_lora.modeling.timestep_options import FlowMatchingOptions, TextPaddingOptions
+from dit_lora.config.schema import POSITIVE, FamilyOptions, opt
+from dit_lora.modeling.timestep_options import FlowMatchingOptions, LogitNormalOptions, TextPaddingOptions
 
 
 @dataclass(frozen=True)
-class ChromaOptions(FlowMatchingOptions, TextPaddingOptions):
+class ChromaOptions(FlowMatchingOptions, LogitNormalOptions, TextPaddingOptions, FamilyOptions):
     """Options only Chroma reads (``--weighting_scheme``, ``--logit_mean``/``--logit_std``, ``--mode_scale`` come from
-    the shared flow-matching group, ``--trim_text_padding`` from the caption padding group)."""
+    the shared flow-matching and logit-normal groups, ``--trim_text_padding`` from the caption padding group)."""
 
     TITLE = "chroma options (--family chroma)"
 

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.config.schema import POSITIVE, PROBABILITY, opt
-from dit_lora.modeling.timestep_options import ConditioningImageOptions, TimestepSamplingOptions, TrainedSizeOptions
+from dit_lora.config.schema import POSITIVE, PROBABILITY, FamilyOptions, opt
+from dit_lora.modeling.timestep_options import (
+    ConditioningImageOptions,
+    LogitNormalOptions,
+    TimestepSamplingOptions,
+    TrainedSizeOptions,
+)
 
 
 @dataclass(frozen=True)
-class CogVideoXOptions(TimestepSamplingOptions, TrainedSizeOptions):
+class CogVideoXOptions(TimestepSamplingOptions, LogitNormalOptions, TrainedSizeOptions, FamilyOptions):
     """Options only CogVideoX (both tasks) reads."""
 
     TITLE = "cogvideox options (--family cogvideox or cogvideox_i2v)"

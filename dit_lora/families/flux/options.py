@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.config.schema import FINITE, POSITIVE, opt
-from dit_lora.modeling.timestep_options import ConditioningImageOptions, FlowMatchingOptions
+from dit_lora.config.schema import FINITE, POSITIVE, FamilyOptions, opt
+from dit_lora.modeling.timestep_options import ConditioningImageOptions, FlowMatchingOptions, LogitNormalOptions
 
 
 @dataclass(frozen=True)
-class FluxOptions(FlowMatchingOptions):
+class FluxOptions(FlowMatchingOptions, LogitNormalOptions, FamilyOptions):
     """Options only FLUX.1 reads (``--weighting_scheme``, ``--logit_mean``/``--logit_std``, ``--mode_scale`` come from
-    the shared flow-matching group)."""
+    the shared flow-matching and logit-normal groups)."""
 
     TITLE = "flux options (--family flux or flux_kontext)"
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.config.schema import FINITE, POSITIVE, opt
-from dit_lora.modeling.timestep_options import FlowMatchingOptions
+from dit_lora.config.schema import FINITE, POSITIVE, FamilyOptions, opt
+from dit_lora.modeling.timestep_options import FlowMatchingOptions, LogitNormalOptions
 
 
 @dataclass(frozen=True)
-class Flux2Options(FlowMatchingOptions):
+class Flux2Options(FlowMatchingOptions, LogitNormalOptions, FamilyOptions):
     """Options only FLUX.2 reads (``--weighting_scheme``, ``--logit_mean``/``--logit_std``, ``--mode_scale`` come
-    from the shared flow-matching group; musubi-tuner's ``flux2_shift`` draws logit-normal, the default)."""
+    from the shared flow-matching and logit-normal groups; musubi-tuner's ``flux2_shift`` draws logit-normal, the
+    default)."""
 
     TITLE = "flux2 options (--family flux2)"
 

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.modeling.timestep_options import ConditioningImageOptions, FlowMatchingOptions, FlowShiftOptions
+from dit_lora.config.schema import FamilyOptions
+from dit_lora.modeling.timestep_options import (
+    ConditioningImageOptions,
+    FlowMatchingOptions,
+    FlowShiftOptions,
+    LogitNormalOptions,
+)
 
 
 @dataclass(frozen=True)
-class HunyuanVideo15Options(FlowMatchingOptions, FlowShiftOptions):
+class HunyuanVideo15Options(FlowMatchingOptions, LogitNormalOptions, FlowShiftOptions, FamilyOptions):
     """Options HunyuanVideo 1.5 (both tasks) reads: ``--weighting_scheme`` and ``--flow_shift`` (unset: the
     checkpoint scheduler's shift, 5 at 480p)."""
 

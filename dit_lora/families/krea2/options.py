@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.config.schema import POSITIVE, opt
-from dit_lora.modeling.timestep_options import FlowMatchingOptions
+from dit_lora.config.schema import POSITIVE, FamilyOptions, opt
+from dit_lora.modeling.timestep_options import FlowMatchingOptions, LogitNormalOptions
 
 
 @dataclass(frozen=True)
-class Krea2Options(FlowMatchingOptions):
+class Krea2Options(FlowMatchingOptions, LogitNormalOptions, FamilyOptions):
     """Options only Krea 2 reads (``--weighting_scheme``, ``--logit_mean``/``--logit_std``, ``--mode_scale`` come from
-    the shared flow-matching group)."""
+    the shared flow-matching and logit-normal groups)."""
 
     TITLE = "krea2 options (--family krea2)"
 

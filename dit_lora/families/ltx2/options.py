@@ -14,10 +14,9 @@ AUDIO_LOSS_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
-class LTX2AudioOptions(FamilyOptions):
-    """Options every LTX-2 task reads: ``--audio`` and ``--audio_loss_weight``."""
-
-    TITLE = "ltx2 options (--family ltx2, ltx2_i2v or ltx2_ic)"
+class LTX2AudioOptions:
+    """The group every LTX-2 task's class lists: ``--audio`` and ``--audio_loss_weight`` (listed under each task's
+    title)."""
 
     audio: str = opt(
         "on",
@@ -40,7 +39,7 @@ class LTX2AudioOptions(FamilyOptions):
 
 
 @dataclass(frozen=True)
-class LTX2Options(LTX2AudioOptions):
+class LTX2Options(LTX2AudioOptions, FamilyOptions):
     """LTX-2 text-to-video: the sound's options and first-frame conditioning."""
 
     TITLE = "ltx2 options (--family ltx2 or ltx2_ic)"
@@ -58,7 +57,7 @@ class LTX2Options(LTX2AudioOptions):
 
 
 @dataclass(frozen=True)
-class LTX2I2VOptions(LTX2AudioOptions, ConditioningImageOptions):
+class LTX2I2VOptions(LTX2AudioOptions, ConditioningImageOptions, FamilyOptions):
     """LTX-2 image-to-video: the sound's options plus the conditioning image's (its first frame is always given)."""
 
     TITLE = "ltx2_i2v options (--family ltx2_i2v)"

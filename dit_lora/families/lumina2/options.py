@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.config.schema import opt
-from dit_lora.modeling.timestep_options import FlowMatchingOptions, TextPaddingOptions
+from dit_lora.config.schema import FamilyOptions, opt
+from dit_lora.modeling.timestep_options import FlowMatchingOptions, LogitNormalOptions, TextPaddingOptions
 
 
 @dataclass(frozen=True)
-class Lumina2Options(FlowMatchingOptions, TextPaddingOptions):
+class Lumina2Options(FlowMatchingOptions, LogitNormalOptions, TextPaddingOptions, FamilyOptions):
     """Options only Lumina 2 reads (``--weighting_scheme``, ``--logit_mean``/``--logit_std``, ``--mode_scale`` come
-    from the shared flow-matching group, ``--trim_text_padding`` from the caption padding group)."""
+    from the shared flow-matching and logit-normal groups, ``--trim_text_padding`` from the caption padding group)."""
 
     TITLE = "lumina2 options (--family lumina2)"
 

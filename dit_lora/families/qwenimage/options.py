@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.config.schema import POSITIVE, opt
-from dit_lora.modeling.timestep_options import ConditioningImageOptions, FlowMatchingOptions
+from dit_lora.config.schema import POSITIVE, FamilyOptions, opt
+from dit_lora.modeling.timestep_options import ConditioningImageOptions, FlowMatchingOptions, LogitNormalOptions
 
 #: how the training sigmas are shifted (:mod:`.shift`)
 SHIFT_MODES = ("dynamic", "fixed", "none")
 
 
 @dataclass(frozen=True)
-class QwenImageOptions(FlowMatchingOptions):
-    """Options only the Qwen-Image family reads (the density, ``--weighting_scheme`` logit_normal by default, is the
-    shared flow-matching group: musubi-tuner's ``qwen_shift`` draws sigmoid(N(0, 1)) too)."""
+class QwenImageOptions(FlowMatchingOptions, LogitNormalOptions, FamilyOptions):
+    """Options only the Qwen-Image family reads (the density, ``--weighting_scheme`` logit_normal by default, comes
+    from the shared flow-matching and logit-normal groups: musubi-tuner's ``qwen_shift`` draws sigmoid(N(0, 1)) too)."""
 
     TITLE = "qwenimage options (--family qwenimage, qwenimage_edit or qwenimage_edit_plus)"
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dit_lora.config.schema import FamilyOptions
 from dit_lora.modeling.timestep_options import (
     CaptionInstructionOptions,
     ConditioningImageOptions,
     FlowMatchingOptions,
     FlowShiftOptions,
+    LogitNormalOptions,
 )
 
 #: NVlabs' SANA-Video trainer's shift of the training schedule (``scheduler.flow_shift: 3.0`` in
@@ -20,7 +22,9 @@ TRAINING_SHIFT = 3.0
 
 
 @dataclass(frozen=True)
-class SanaVideoOptions(FlowMatchingOptions, FlowShiftOptions, CaptionInstructionOptions):
+class SanaVideoOptions(
+    FlowMatchingOptions, LogitNormalOptions, FlowShiftOptions, CaptionInstructionOptions, FamilyOptions
+):
     """Options SANA-Video (both tasks) reads: ``--weighting_scheme`` (default logit_normal(0, 1), NVlabs'),
     ``--flow_shift`` (default :data:`TRAINING_SHIFT`) and ``--complex_human_instruction``."""
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.config.schema import PROBABILITY, opt
+from dit_lora.config.schema import PROBABILITY, FamilyOptions, opt
 from dit_lora.modeling.timestep_options import (
     ConditioningImageOptions,
     FlowShiftOptions,
+    LogitNormalOptions,
     TimestepSamplingOptions,
     TrainedSizeOptions,
 )
@@ -19,7 +20,7 @@ DEMO_VARIANTS = ("2.1-t2v", "2.1-i2v", "2.2-ti2v", "2.2-t2v-a14b", "2.2-i2v-a14b
 
 
 @dataclass(frozen=True)
-class WanOptions(TimestepSamplingOptions, TrainedSizeOptions, FlowShiftOptions):
+class WanOptions(TimestepSamplingOptions, LogitNormalOptions, TrainedSizeOptions, FlowShiftOptions, FamilyOptions):
     """Options only Wan (both tasks) reads."""
 
     TITLE = "wan options (--family wan or wan_i2v)"

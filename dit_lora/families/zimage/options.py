@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.modeling.timestep_options import FlowShiftOptions, TimestepSamplingOptions
+from dit_lora.config.schema import FamilyOptions
+from dit_lora.modeling.timestep_options import FlowShiftOptions, LogitNormalOptions, TimestepSamplingOptions
 
 
 @dataclass(frozen=True)
-class ZImageOptions(TimestepSamplingOptions, FlowShiftOptions):
+class ZImageOptions(TimestepSamplingOptions, LogitNormalOptions, FlowShiftOptions, FamilyOptions):
     """Options only Z-Image reads: ``--timestep_sampling`` (default ``uniform`` over the checkpoint's shifted
     schedule, as diffusers' ``train_dreambooth_lora_z_image.py`` with its default ``--weighting_scheme none``)."""
 

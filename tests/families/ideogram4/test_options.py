@@ -9,9 +9,10 @@ from dataclasses import fields
 def test_ideogram4_reads_the_shared_flow_matching_group():
     from dit_lora.config.parser import parse_config
     from dit_lora.families.ideogram4.options import Ideogram4Options
-    from dit_lora.modeling.timestep_options import FlowMatchingOptions
+    from dit_lora.modeling.timestep_options import FlowMatchingOptions, LogitNormalOptions
 
-    assert {f.name for f in fields(Ideogram4Options)} == {f.name for f in fields(FlowMatchingOptions)}
+    shared = {f.name for group in (FlowMatchingOptions, LogitNormalOptions) for f in fields(group)}
+    assert {f.name for f in fields(Ideogram4Options)} == shared
     cfg = parse_config(["--family", "ideogram-4", "--pretrained_model_name_or_path", "m", "--logit_mean", "0.5"],
                        needs_data=False)  # fmt: skip
     assert cfg.model.family == "ideogram4" and cfg.family_options.logit_mean == 0.5
