@@ -98,7 +98,7 @@ def _training_runs_are_marked_slow(request, monkeypatch):
     """A test that trains (a recipe subprocess or ``train()`` in process) must carry ``@pytest.mark.slow``, so
     ``pytest -m "not slow"`` is the quick tier the README promises contributors. Enforced, not remembered."""
     if not CURRENT["slow"]:
-        from dit_lora.training import run as run_stage
+        from dit_lora.training import run_start as run_stage
 
         def refuse(cfg):
             pytest.fail(f"{request.node.nodeid} trains but is not marked slow: add @pytest.mark.slow", pytrace=False)

@@ -101,7 +101,7 @@ def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
     # here, not at the top: a recipe's --help and the doctor run before torch, quiet.install() before PEFT loads
     from dit_lora.output.adapter import NonFiniteWeightsError
     from dit_lora.training.loop import train
-    from dit_lora.training.run import resolve_for_training
+    from dit_lora.training.run_start import resolve_for_training
 
     try:
         train(resolve_for_training(cfg))  # the config resolved once (demo, defaults, checks), then the run

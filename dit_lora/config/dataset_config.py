@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from dit_lora.config import families, peer_datasets, peer_files
+from dit_lora.config import families, peer_ai_toolkit, peer_datasets, peer_files, peer_musubi
 from dit_lora.config.applies import check_applies
 from dit_lora.config.set_keys import said
 from dit_lora.config.values import coerce
@@ -230,7 +230,7 @@ def check_standalone(path: str | Path) -> None:
     data = read_file(path)
     if isinstance(data, list) or peer_files.flavour_of(data):
         return  # another trainer's file: only its sets are read, its other keys named
-    if peer_datasets.flavour_of(data, [], False) == peer_datasets.AI_TOOLKIT:
+    if peer_datasets.flavour_of(data, [], False) == peer_ai_toolkit.AI_TOOLKIT:
         return  # an ai-toolkit job file: only its datasets are read
     others = [str(k) for k in data if k not in TOP_KEYS]
     if others:
@@ -245,7 +245,7 @@ def check_standalone(path: str | Path) -> None:
 @dataclass(frozen=True)
 class DatasetConfig:
     """A dataset config as read: its sets, whose file it is (None: dit-lora's own, else
-    :data:`~.peer_datasets.MUSUBI` or :data:`~.peer_datasets.AI_TOOLKIT`) and the paragraph naming what of another
+    :data:`~.peer_musubi.MUSUBI` or :data:`~.peer_ai_toolkit.AI_TOOLKIT`) and the paragraph naming what of another
     trainer's file was left out (None: nothing)."""
 
     sets: list[DataSet]
@@ -267,8 +267,8 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
     peer = peer_files.read_peer(data, path, video=video, own=frozenset([*SET_OPTIONS, *SET_KEYS]))
     if peer is not None:
         return _read_sets(path, [(w, t, t, k, d) for w, t, k, d in peer.sets], peer.flavour, peer.notes)
-    ai_toolkit = peer_datasets.flavour_of(data, [], False) == peer_datasets.AI_TOOLKIT
-    listed = peer_datasets.ai_toolkit_sets(data, path) if ai_toolkit else data.get(DATASETS_KEY)
+    ai_toolkit = peer_datasets.flavour_of(data, [], False) == peer_ai_toolkit.AI_TOOLKIT
+    listed = peer_ai_toolkit.ai_toolkit_sets(data, path) if ai_toolkit else data.get(DATASETS_KEY)
     if not isinstance(listed, list) or not listed or not all(isinstance(s, dict) for s in listed):
         raise UserError(
             f"The dataset config `{path}` needs a non-empty `datasets` list of mappings, one per data set, e.g. "
@@ -287,7 +287,7 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
         if flavour is None:
             raw.append((where, merged, entry, {}, peer_datasets.Derived()))
             continue
-        for part in peer_datasets.expand_subsets(merged):
+        for part in peer_musubi.expand_subsets(merged):
             translated, left = peer_datasets.translate(
                 part, flavour, video=video, where=f"{where} of `{path}`", own=frozenset([*SET_OPTIONS, *SET_KEYS])
             )
@@ -296,7 +296,7 @@ def read_dataset_config(path: str | Path, *, video: bool = False) -> DatasetConf
     if flavour is None:
         _entry(general, path, "`general`", needs_source=False)  # its own keys and values, named as its own
     if ai_toolkit:
-        notes = peer_datasets.job_notes(data) + notes
+        notes = peer_ai_toolkit.job_notes(data) + notes
     return _read_sets(path, raw, flavour, notes)
 
 

@@ -22,7 +22,7 @@ from dit_lora.catalogue import by_hub_id
 from dit_lora.config import TrainConfig
 from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.spec import FamilySpec
-from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling import block_swap, host_parking, quantize
 from dit_lora.plan import resident
 from dit_lora.plan.fake import module_bytes
 
@@ -75,9 +75,9 @@ def cpu_residency(
 
 def block_sizes(model: torch.nn.Module, paths) -> list[list[int]]:
     """Per block list ``paths`` names on ``model``, each block's frozen bytes in execution order (what block swap
-    parks of it: :func:`dit_lora.modeling.block_swap.frozen_slots`)."""
+    parks of it: :func:`dit_lora.modeling.host_parking.frozen_slots`)."""
     return [
-        [sum(t.numel() * t.element_size() for _, _, t in block_swap.frozen_slots(block)) for block in blocks]
+        [sum(t.numel() * t.element_size() for _, _, t in host_parking.frozen_slots(block)) for block in blocks]
         for blocks in block_swap.block_lists(model, paths)
     ]
 

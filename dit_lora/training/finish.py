@@ -34,7 +34,7 @@ from dit_lora.output.report import config_dict, finite_or_none, plot_loss_curve,
 from dit_lora.output.samples import save_prompt_samples
 from dit_lora.training import levers, validation_loss
 from dit_lora.training.checkpoint import complete_checkpoints, newest_whole
-from dit_lora.training.run import Run
+from dit_lora.training.run_parts import Run
 from dit_lora.training.signals import rerun_command
 from dit_lora.training.tracker_media import log_samples
 

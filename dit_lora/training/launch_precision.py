@@ -1,7 +1,7 @@
 """What ``dit-lora launch`` tells the run it starts about precision: the launch options' ``--mixed_precision``.
 
 The launcher (:mod:`dit_lora.commands.launch`) sets :data:`LAUNCH_PRECISION_VAR`; the run's start
-(:mod:`dit_lora.training.run`) compares it with its own ``--mixed_precision`` (:func:`check_launch_precision`). Both
+(:mod:`dit_lora.training.run_start`) compares it with its own ``--mixed_precision`` (:func:`check_launch_precision`). Both
 sides meet here, below the commands, so the training package never imports a command.
 """
 

@@ -2,7 +2,7 @@
 
 ``train(cfg)`` strings them together:
 
-* :func:`~.run.setup` builds the :class:`~.run.Run` (accelerator, family spec and components, data, LoRA,
+* :func:`~.run.setup` builds the :class:`~.run_parts.Run` (accelerator, family spec and components, data, LoRA,
   kernels, optimizer, guard, recovery, a resumed checkpoint);
 * :func:`train_step` runs one micro-batch: load it, loss, backward, the sampled kernel check, and at the
   last micro-batch of an update the clipped, guarded optimizer step (a non-finite step changes nothing,
@@ -38,7 +38,8 @@ from dit_lora.training.features import StepContext
 from dit_lora.training.finish import end_trackers, finish, keep_final_checkpoint
 from dit_lora.training.guard import GuardReading
 from dit_lora.training.recovery import RunStopped, RunUnhealthy
-from dit_lora.training.run import Run, RunState, check_output_dir, setup
+from dit_lora.training.run import setup
+from dit_lora.training.run_parts import Run, RunState
 from dit_lora.training.tracker_media import log_samples
 
 OnStep = Callable[[int, torch.nn.Module, torch.optim.Optimizer], None]
@@ -346,4 +347,4 @@ def _generate(run: Run, samples, model: torch.nn.Module, k: int) -> list:
     return samples.generate(run.comps, model, cond, cfg, seed=run.cfg.training.seed + k)
 
 
-__all__ = ["RunState", "after_update", "check_output_dir", "train", "train_step"]
+__all__ = ["RunState", "after_update", "train", "train_step"]

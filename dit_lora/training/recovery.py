@@ -55,7 +55,7 @@ class Recovery:
         log: Callable[[str], None],
         replay: bool = True,
     ):
-        """``load_batch(batch, step)`` is the loop's own (:meth:`~.run.Run.load_batch`): a replay sees what the step saw.
+        """``load_batch(batch, step)`` is the loop's own (:meth:`~.run_parts.Run.load_batch`): a replay sees what the step saw.
         ``replay=False`` (FSDP2) records a fault without replaying it: a replay's passes depend on what each rank
         finds, and a sharded forward needs every rank to run the same ones."""
         self.guard, self.accelerator, self.spec, self.comps, self.cfg = guard, accelerator, spec, comps, cfg

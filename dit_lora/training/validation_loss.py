@@ -44,7 +44,7 @@ import torch
 
 from dit_lora.data.held_out import sample_seed
 from dit_lora.output.report import finite_or_none
-from dit_lora.training.run import Run
+from dit_lora.training.run_parts import Run
 
 #: the tracker's (tensorboard, wandb) name of the figure, beside the training ``loss``
 TRACKER_KEY = "validation_loss"

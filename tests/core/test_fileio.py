@@ -73,7 +73,7 @@ def test_a_read_only_folder_is_one_paragraph_naming_the_flag(read_only_folder, t
 def test_the_run_refuses_a_read_only_cache_before_loading(read_only_folder, tmp_path):
     from dit_lora.config import TrainConfig
     from dit_lora.core.errors import UserError
-    from dit_lora.training.run import check_run_folders
+    from dit_lora.training.run_folders import check_run_folders
 
     cfg = TrainConfig.for_family("sana", output_dir=str(tmp_path / "out"), cache_dir=str(read_only_folder),
                                  train_data_dir=str(tmp_path / "data"))

@@ -71,7 +71,7 @@ def test_run_recipe_turns_a_library_s_full_disk_into_one_paragraph(tmp_path, mon
     """The net for writers that do not say what they write (tracker logs, a library's files): the file, the free
     space there, the fix."""
     import dit_lora.training.loop as loop
-    import dit_lora.training.run as run_module
+    import dit_lora.training.run_start as run_module
     from dit_lora.commands.recipe import run_recipe
 
     target = tmp_path / "logs" / "events.out"
@@ -96,7 +96,7 @@ def test_run_recipe_turns_a_library_s_full_disk_into_one_paragraph(tmp_path, mon
 
 def test_run_recipe_leaves_other_errors_alone(tmp_path, monkeypatch):
     import dit_lora.training.loop as loop
-    import dit_lora.training.run as run_module
+    import dit_lora.training.run_start as run_module
     from dit_lora.commands.recipe import run_recipe
 
     monkeypatch.setattr(loop, "train", lambda cfg, **_: (_ for _ in ()).throw(RuntimeError("something else")))

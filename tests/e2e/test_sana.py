@@ -70,12 +70,12 @@ def test_demo_config_trains_reloads_and_reports(tmp_path):
 #: the Sana recipe, its planner counted: each call says which rank made it
 COUNTED_RECIPE = """
 import os, runpy, sys
-from dit_lora.training import run
-_make_plan = run.make_plan
+from dit_lora.training import run_start
+_make_plan = run_start.make_plan
 def _counted(*args, **kwargs):
     print("planned on rank", os.environ.get("RANK"), flush=True)
     return _make_plan(*args, **kwargs)
-run.make_plan = _counted
+run_start.make_plan = _counted
 sys.argv[0] = {recipe!r}
 runpy.run_path({recipe!r}, run_name="__main__")
 """

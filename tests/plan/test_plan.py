@@ -78,7 +78,7 @@ def test_the_run_builds_its_plan_once_when_it_does_not_fit(narrow_dit, monkeypat
     import dit_lora.plan as plan_package
     from dit_lora.core.errors import UserError
     from dit_lora.plan import report
-    from dit_lora.training.run import _memory_plan
+    from dit_lora.training.run_start import _memory_plan
 
     builds, real = [], plan_package.plan_run
     monkeypatch.setattr(plan_package, "plan_run", lambda *a, **k: builds.append(k) or real(*a, **k))

@@ -1,9 +1,12 @@
 """Other trainers' dataset files as their projects' docs and examples write them (issue 76), for the tests of
-config/peer_simpletuner.py, peer_onetrainer.py, peer_diffusion_pipe.py and peer_files.py."""
+config/peer_simpletuner.py, peer_onetrainer.py, peer_diffusion_pipe.py, peer_files.py, peer_musubi.py,
+peer_ai_toolkit.py and peer_datasets.py."""
 
 from __future__ import annotations
 
 import json
+
+import yaml
 
 #: SimpleTuner's documentation/quickstart/WAN.md example (verbatim but the folder)
 SIMPLETUNER_WAN = [
@@ -66,3 +69,20 @@ def concepts(tmp_path, *listed, name="concepts.json"):
     from dit_lora.config.dataset_config import read_dataset_config
 
     return read_dataset_config(write(tmp_path, name, list(listed)))
+
+
+def ai_toolkit_job(tmp_path, datasets):
+    """An ai-toolkit job YAML whose first process trains ``datasets``; its path."""
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"job": "extension", "config": {"name": "x", "process": [
+        {"type": "sd_trainer", "datasets": datasets}]}}))
+    return path
+
+
+def musubi_clip_set(tmp_path, extra: str):
+    """A musubi-tuner clip set (9 frames of 64 x 48, and ``extra`` TOML lines) read for a video family."""
+    from dit_lora.config.dataset_config import read_dataset_config
+
+    path = tmp_path / "clips.toml"
+    path.write_text(f'[[datasets]]\nvideo_directory = "v"\nresolution = [64, 48]\ntarget_frames = [9]\n{extra}')
+    return read_dataset_config(path, video=True)

@@ -173,3 +173,15 @@ def test_a_checkpoint_of_another_process_count_or_engine_is_refused_before_anyth
     check_resumable(ddp, 2, sharded=True)
     with pytest.raises(UserError, match="was written by an FSDP2 run"):
         check_resumable(ddp, 2, sharded=False)
+
+
+def test_a_checkpoint_of_other_trainables_is_refused_in_one_paragraph():
+    """Resuming with another --rank (or after a version that chooses another default rank) names the tensor and
+    the fix instead of failing in copy_ with a shape error."""
+    params = {"blocks.0.to_q.lora_A.default.weight": torch.nn.Parameter(torch.zeros(4, 32))}
+    ck.check_same_trainables({"blocks.0.to_q.lora_A.default.weight": torch.zeros(4, 32)}, params, "ckpt-4")
+    with pytest.raises(UserError, match=r"ckpt-4 .* builds blocks.0.to_q.lora_A.default.weight as \(4, 32\), the "
+                                        r"checkpoint holds \(16, 32\).*--rank"):
+        ck.check_same_trainables({"blocks.0.to_q.lora_A.default.weight": torch.zeros(16, 32)}, params, "ckpt-4")
+    with pytest.raises(UserError, match="this run has no blocks.1.to_k.lora_A.default.weight"):
+        ck.check_same_trainables({"blocks.1.to_k.lora_A.default.weight": torch.zeros(4, 32)}, params, "ckpt-4")

@@ -89,7 +89,7 @@ def test_the_final_samples_keep_the_size_setup_read_when_the_dataset_config_is_g
     from dit_lora.contract.capabilities import Samples
     from dit_lora.data.data_sets import sample_sizes
     from dit_lora.training import finish
-    from dit_lora.training.run import RunRecord
+    from dit_lora.training.run_parts import RunRecord
 
     path = tmp_path / "sets.yaml"
     path.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": "a", "resolution": 32}]}))

@@ -17,7 +17,7 @@ from dit_lora.core.errors import Interrupted
 from dit_lora.contract.capabilities import Samples
 from dit_lora.training import levers, loop
 from dit_lora.training.engine import make_engine
-from dit_lora.training.run import RunRecord
+from dit_lora.training.run_parts import RunRecord
 from dit_lora.config import TrainConfig
 
 

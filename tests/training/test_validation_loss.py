@@ -17,7 +17,7 @@ from dit_lora.training import validation_loss
 from dit_lora.core.engine import EngineChoice
 from dit_lora.training.engine import make_engine
 from dit_lora.training.features import Features
-from dit_lora.training.run import RunState
+from dit_lora.training.run_parts import RunState
 from config_stand_in import stand_in
 
 
