@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.dataset_config import with_data_sets
 from dit_lora.config.schema import TrainingOptions
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
@@ -111,8 +112,8 @@ class RunRecord:
     # Options changed by resumes so far, each {"step", "option", "old", "new"} (summary, card, every checkpoint)
     changed_options: list[dict] = field(default_factory=list)
     options: dict | None = None  # what every checkpoint records about the options (resume_options.options_record)
-    # The size options the validation samples take in place of the run's (data_sets.sample_sizes), read once here:
-    # the dataset config may change or go while the run trains
+    # The size options the validation samples take in place of the run's (data_sets.sample_sizes), worked out once
+    # here from the sets setup read (the dataset config may change or go while the run trains)
     sample_sizes: dict[str, Any] = field(default_factory=dict)
 
     def sample_config(self, cfg: TrainConfig) -> TrainConfig:
@@ -305,6 +306,7 @@ def resolve_for_training(cfg: TrainConfig) -> Checked:
     defaults and the family's checks; the folders again only when resolving changed the options they depend on. The
     entry points call it before the Accelerator exists; setup judges neither again."""
     engine = check_engine()
+    cfg = with_data_sets(cfg)  # built in code: its dataset config read now, once (the parser read a parsed one)
     check_run_folders(cfg)  # a read-only folder is one paragraph, before the demo is built
     resolved = resolve(cfg)
     if _folder_options(resolved.config) != _folder_options(cfg):  # the defaults or the demo chose other folders

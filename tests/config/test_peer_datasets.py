@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dit_lora.config.dataset_config import read_dataset_config
+from dit_lora.config.dataset_file import read_dataset_config
 from dit_lora.config.peer_datasets import AI_TOOLKIT, MUSUBI
 from dit_lora.core.errors import UserError
 

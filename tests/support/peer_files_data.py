@@ -55,7 +55,7 @@ num_repeats = 1
 def simpletuner(tmp_path, **backend):
     """A SimpleTuner file of one image backend on `photos` (``backend``: its keys changed) and a text-embeds backend,
     read."""
-    from dit_lora.config.dataset_config import read_dataset_config
+    from dit_lora.config.dataset_file import read_dataset_config
 
     image = {"id": "photos", "type": "local", "instance_data_dir": "photos", "caption_strategy": "textfile", **backend}
     return read_dataset_config(write(tmp_path, "multidatabackend.json", [image, SIMPLETUNER_WAN[1]]))
@@ -63,6 +63,6 @@ def simpletuner(tmp_path, **backend):
 
 def concepts(tmp_path, *listed, name="concepts.json"):
     """A OneTrainer concepts file of ``listed``, read."""
-    from dit_lora.config.dataset_config import read_dataset_config
+    from dit_lora.config.dataset_file import read_dataset_config
 
     return read_dataset_config(write(tmp_path, name, list(listed)))
