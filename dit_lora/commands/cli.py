@@ -21,7 +21,13 @@ from dit_lora.config import TrainConfig, load_yaml, owners
 from dit_lora.config.applies import check_applies
 from dit_lora.config.command_line import add_config_flag
 from dit_lora.config.data_kind import video_llm_data_message
-from dit_lora.config.dataset_config import SOURCE_KEYS, check_data_sets, refuse_two_sources, source_by_level
+from dit_lora.config.dataset_config import (
+    SOURCE_KEYS,
+    check_data_sets,
+    refuse_two_sources,
+    source_by_level,
+    with_data_sets,
+)
 from dit_lora.config.schema import ModelOptions, config_fields
 from dit_lora.config.values import coerce, unknown_options_message
 from dit_lora.core import quiet
@@ -307,6 +313,7 @@ def _check_data(args: argparse.Namespace) -> int:
     check_applies(
         cfg, lambda name: f"--{name}" if getattr(args, name, None) is not None else f"`{name}` in {args.config}"
     )
+    cfg = with_data_sets(cfg)  # the command's one reading of the dataset config
     check_data_sets(cfg)  # a data folder beside a dataset config, prior preservation's options: as `train` judges
 
     # here, not at the top: `dit-lora --help` must start without torch (the resolve step loads it)

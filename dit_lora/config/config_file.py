@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from dit_lora.config import families, owners
-from dit_lora.config.dataset_config import DATASETS_KEY
+from dit_lora.config.dataset_file import DATASETS_KEY
 from dit_lora.config.peer_ai_toolkit import ai_toolkit_message, is_ai_toolkit
 from dit_lora.config.peer_datasets import toml_config_message
 from dit_lora.config.peer_files import flavour_of

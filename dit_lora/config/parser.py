@@ -25,7 +25,7 @@ from dit_lora.config.command_line import (
     read_flags,
 )
 from dit_lora.config.config_file import yaml_of, yaml_values
-from dit_lora.config.dataset_config import check_standalone, refuse_two_sources, source_by_level, source_flags
+from dit_lora.config.dataset_config import refuse_two_sources, source_by_level, source_flags, with_data_sets
 from dit_lora.config.family_choice import family_of
 from dit_lora.config.lycoris_args import network_args_values
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
@@ -76,8 +76,9 @@ def parse_config(
     cfg: TrainConfig = TrainConfig(**common, family_options=options, explicit=explicit, notes=tuple(notes))
     check_applies(cfg, lambda name: _given(name, argv, yaml_path), chosen_by)
     check_type_options(cfg, lambda name: _given(name, argv, yaml_path))
-    if cfg.data.dataset_config and (not yaml_path or Path(cfg.data.dataset_config) != Path(yaml_path)):
-        check_standalone(cfg.data.dataset_config)
+    # a --dataset_config file, not the --config YAML's own `datasets:` list: a run option at its top is refused
+    standalone = not yaml_path or Path(cfg.data.dataset_config or "") != Path(yaml_path)
+    cfg = with_data_sets(cfg, standalone=standalone)  # the run's one reading of its dataset config
     validate_static(cfg, needs_data=needs_data)
     return cfg
 

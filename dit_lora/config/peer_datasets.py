@@ -96,7 +96,7 @@ def their_keys_of(
 @dataclass(frozen=True)
 class Derived:
     """What a translated set's options stand for in another trainer's file, beyond their names (the
-    :class:`~.dataset_config.DataSet` keeps it)."""
+    :class:`~.dataset_file.DataSet` keeps it)."""
 
     #: options the file does not give, set to what its trainer does by default, each with those words: an explicit
     #: run option (a flag or a --config key) takes their place (:func:`~dit_lora.data.data_sets.set_config`)

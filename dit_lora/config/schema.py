@@ -15,6 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Generic, TypeVar
 
 from dit_lora.config.adapter_types import resolve_dora_alias
+from dit_lora.config.dataset_file import DatasetConfig
 from dit_lora.config.input_sections import DataOptions, LoraOptions, ModelOptions, VideoOptions
 from dit_lora.config.option import (
     BETA,
@@ -138,6 +139,10 @@ class TrainConfig(Generic[FamilyOptionsT]):
     #: what the parser decided in the user's place (a --config key that a command-line flag took the place of), said
     #: at the run's start and by check-data
     notes: tuple[str, ...] = field(default=(), compare=False, metadata={"option": False})
+    #: the --dataset_config file as read at setup, typed (:func:`dit_lora.config.dataset_config.with_data_sets`, the
+    #: one reading a run makes of it; read through :func:`~dit_lora.config.dataset_config.data_sets_of`); None
+    #: without one, or before setup read it
+    data_sets: DatasetConfig | None = field(default=None, compare=False, metadata={"option": False})
 
     def __init__(
         self,
@@ -145,6 +150,7 @@ class TrainConfig(Generic[FamilyOptionsT]):
         family_options: FamilyOptions | None = None,
         explicit: frozenset[str] | None = None,
         notes: tuple[str, ...] = (),
+        data_sets: DatasetConfig | None = None,
         **values: Any,
     ) -> None:
         """Sections by their attribute name, options by their flat name (each put into its section, over a
@@ -160,6 +166,7 @@ class TrainConfig(Generic[FamilyOptionsT]):
             object.__setattr__(self, attr, replace(given, **own) if own else given)
         object.__setattr__(self, "explicit", None if explicit is None else frozenset(explicit))
         object.__setattr__(self, "notes", tuple(notes))
+        object.__setattr__(self, "data_sets", data_sets)
         wanted = options_class(self.model.family)
         if family_options is None:
             family_options = wanted()

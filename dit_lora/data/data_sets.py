@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.config.dataset_config import FRAME_SIZES, SET_OPTIONS, DataSet, read_dataset_config
+from dit_lora.config.dataset_config import FRAME_SIZES, data_sets_of
+from dit_lora.config.dataset_file import SET_OPTIONS, DataSet
 from dit_lora.config.sections import config_fields
 from dit_lora.config.set_keys import in_set_terms
 from dit_lora.contract import spec as fallback
@@ -89,16 +90,15 @@ def has_sets(cfg: TrainConfig) -> bool:
     return bool(cfg.data.dataset_config or cfg.data.with_prior_preservation or cfg.data.repeats > 1)
 
 
-def run_sets(
-    cfg: TrainConfig, *, video: bool = False, frames: VideoFrames | None = None
-) -> tuple[list[DataSet], str | None]:
+def run_sets(cfg: TrainConfig, *, frames: VideoFrames | None = None) -> tuple[list[DataSet], str | None]:
     """The run's data sets, the class images' set (``is_reg``) last, and the note on what of another trainer's
-    dataset file was left out: the dataset config's sets, or the run's own data; with --with_prior_preservation,
-    and --class_data_dir as the class set (its captions --class_prompt, its first --num_class_images images).
-    ``frames``: the video family's clip buckets, which fit another trainer's sizes to its rules (:func:`fit_to_family`)."""
+    dataset file was left out: the dataset config's sets (as setup read them: ``cfg.data_sets``), or the run's own
+    data; with --with_prior_preservation, and --class_data_dir as the class set (its captions --class_prompt, its
+    first --num_class_images images). ``frames``: the video family's clip buckets, which fit another trainer's sizes
+    to its rules (:func:`fit_to_family`)."""
     note = None
-    if cfg.data.dataset_config:
-        read = read_dataset_config(cfg.data.dataset_config, video=video or frames is not None)
+    read = data_sets_of(cfg)
+    if read is not None:
         sets, note = list(read.sets), read.note
         sets = [fit_to_family(cfg, s, frames) for s in sets] if frames is not None else sets
     else:
@@ -157,14 +157,14 @@ def fitted_line(data_set: DataSet) -> str | None:
     return None
 
 
-def set_configs(cfg: TrainConfig, *, video: bool = False, frames: VideoFrames | None = None) -> list[TrainConfig]:
+def set_configs(cfg: TrainConfig, *, frames: VideoFrames | None = None) -> list[TrainConfig]:
     """The config each data set reads (:func:`set_config`), or ``[cfg]`` for one data set: what sizes the run meets
     (the memory plan plans every set's; ``frames``: a video family's, :func:`run_sets`). With class images a
     micro-batch holds as many of them as of its own images, which the plan counts as a batch twice the size (two
     forwards keep their activations for one backward)."""
     if not has_sets(cfg):
         return [cfg]
-    sets, _ = run_sets(cfg, video=video, frames=frames)
+    sets, _ = run_sets(cfg, frames=frames)
     configs = [set_config(cfg, s) for s in sets]
     if any(s.is_reg for s in sets):
         doubled = dataclasses.replace(cfg.training, train_batch_size=2 * cfg.training.train_batch_size)
@@ -185,14 +185,14 @@ def sample_sizes(cfg: TrainConfig, spec: FamilySpec) -> tuple[dict[str, Any], st
     (--max_num_frames/--height/--width/--frame_buckets for clips, --resolution for images); else that of the first
     set (not the class images) giving its own, one giving a frame count first (a set of images in a video family
     gives none): its bucket of the most tokens (of a musubi-tuner ``full`` set, of at most the checkpoint's frames),
-    or its resolution; else the run's (the checkpoint's default). Read once, at setup (``RunRecord.sample_sizes``):
-    the dataset config may change or go while the run trains."""
+    or its resolution; else the run's (the checkpoint's default). Worked out once, at setup
+    (``RunRecord.sample_sizes``), from the sets setup read (the file may change or go while the run trains)."""
     if not cfg.data.dataset_config:
         return {}, None
     video = spec.video_frames is not None
     names = (*FRAME_SIZES, "frame_buckets") if video else ("resolution",)
     given = [n for n in names if cfg.is_set(n) and cfg.option(n) is not None]
-    sets = [] if given else [s for s in run_sets(cfg, video=video, frames=spec.video_frames)[0] if not s.is_reg]
+    sets = [] if given else [s for s in run_sets(cfg, frames=spec.video_frames)[0] if not s.is_reg]
     frames = [s for s in sets if s.options.get("frame_buckets") or s.options.get("max_num_frames")]  # clips' own
     chosen = next((s for s in [*frames, *sets] if any(s.options.get(n) is not None for n in names)), None)
     if chosen is not None:
@@ -322,7 +322,7 @@ class SetsMedia:
     def __init__(self, cfg: TrainConfig, spec: FamilySpec, make: Callable[[TrainConfig], Any] | None = None) -> None:
         assert has_sets(cfg), "SetsMedia reads --dataset_config or --with_prior_preservation's class images"
         self.cfg, self.spec = cfg, spec
-        self.sets, self.note = run_sets(cfg, video=spec.video_frames is not None, frames=spec.video_frames)
+        self.sets, self.note = run_sets(cfg, frames=spec.video_frames)
         self.class_listed = 0  # the class images --class_data_dir holds (list_samples counts them)
         make = make or (lambda c: spec.data.data_handler(c, spec))
         self.configs = [set_config(cfg, s) for s in self.sets]

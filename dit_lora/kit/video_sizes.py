@@ -73,11 +73,7 @@ class ClipPlan(DiffusionPlan):
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
         """:func:`clip_batches` of the run's buckets (each data set's, with --dataset_config)."""
         return distinct(
-            [
-                b
-                for c in set_configs(cfg, video=True, frames=self.task)
-                for b in clip_batches(c, self.task.video_buckets(c))
-            ]
+            [b for c in set_configs(cfg, frames=self.task) for b in clip_batches(c, self.task.video_buckets(c))]
         )
 
 

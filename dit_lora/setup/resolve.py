@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from dit_lora.catalogue.defaults import ChosenDefaults, choose_defaults, config_reader
 from dit_lora.catalogue.entry import lookup
 from dit_lora.config import TrainConfig
+from dit_lora.config.dataset_config import with_data_sets
 from dit_lora.config.parser import parse_config
 from dit_lora.contract.spec import FamilySpec, require
 from dit_lora.data import held_out, masks
@@ -72,7 +73,9 @@ def resolve(
 
 
 def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool = True) -> Resolved:
-    """Steps 3 to 5 of :func:`resolve` for a parsed (or code-built) config: demo, defaults, the family's checks."""
+    """Steps 3 to 5 of :func:`resolve` for a parsed (or code-built) config: demo, defaults, the family's checks. A
+    config built in code has its dataset config read here (the parser read a parsed one: it is read once)."""
+    cfg = with_data_sets(cfg)
     spec = get_spec(cfg.model.family)
     if build_demo and cfg.model.demo:
         build_demo_files(cfg, spec)

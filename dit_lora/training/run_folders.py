@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 
 from dit_lora.config import TrainConfig
-from dit_lora.config.dataset_config import read_data_sets
+from dit_lora.config.dataset_config import data_sets_of
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import check_writable
 from dit_lora.data.cache import default_cache_root
@@ -52,12 +52,12 @@ def data_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
     ):  # a local `datasets` folder; a Hub id is no folder here
         found.append(("--dataset_name", cfg.data.dataset_name))
     found.append(("--video_folder", getattr(cfg.family_options, "video_folder", None)))  # the video LLMs' option
-    if cfg.data.dataset_config and os.path.isfile(cfg.data.dataset_config):  # each set's folder (checked when parsed)
-        for data_set in read_data_sets(cfg.data.dataset_config):
-            where = f"--dataset_config set {data_set.name}:"
-            found.append((where, data_set.options.get("train_data_dir")))
-            name = data_set.options.get("dataset_name")
-            found.append((where, name if name and os.path.isdir(name) else None))
+    read = data_sets_of(cfg)  # each set's folder, as setup read the dataset config
+    for data_set in read.sets if read is not None else ():
+        where = f"--dataset_config set {data_set.name}:"
+        found.append((where, data_set.options.get("train_data_dir")))
+        name = data_set.options.get("dataset_name")
+        found.append((where, name if name and os.path.isdir(name) else None))
     return [(flag, folder) for flag, folder in found if folder and not os.path.isfile(folder)]
 
 

@@ -48,8 +48,8 @@ class RunRecord:
     # Options changed by resumes so far, each {"step", "option", "old", "new"} (summary, card, every checkpoint)
     changed_options: list[dict] = field(default_factory=list)
     options: dict | None = None  # what every checkpoint records about the options (resume_options.options_record)
-    # The size options the validation samples take in place of the run's (data_sets.sample_sizes), read once here:
-    # the dataset config may change or go while the run trains
+    # The size options the validation samples take in place of the run's (data_sets.sample_sizes), worked out once
+    # here from the sets setup read (the dataset config may change or go while the run trains)
     sample_sizes: dict[str, Any] = field(default_factory=dict)
 
     def sample_config(self, cfg: TrainConfig) -> TrainConfig:

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from dit_lora.config import TrainConfig, optimizers
+from dit_lora.config.dataset_config import with_data_sets
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.engine import EngineChoice, decide_engine
@@ -88,6 +89,7 @@ def resolve_for_training(cfg: TrainConfig) -> Checked:
     defaults and the family's checks; the folders again only when resolving changed the options they depend on. The
     entry points call it before the Accelerator exists; setup judges neither again."""
     engine = check_engine()
+    cfg = with_data_sets(cfg)  # built in code: its dataset config read now, once (the parser read a parsed one)
     check_run_folders(cfg)  # a read-only folder is one paragraph, before the demo is built
     resolved = resolve(cfg)
     if _folder_options(resolved.config) != _folder_options(cfg):  # the defaults or the demo chose other folders

@@ -1,14 +1,16 @@
 """config/dataset_config.py: a dataset config (``--dataset_config``, or ``datasets:`` in the ``--config`` YAML) is read
-into sets of data options with their own repeats, weight and loss weight, and every mistake in it ends the parse in
-one paragraph naming the file, the set and the key."""
+once at setup and held by the run's config; its sets are judged against the run's options (a data source beside
+them, a set option the family never reads, prior preservation), every mistake one paragraph naming the file, the set
+and the key. (Reading the file: tests/config/test_dataset_file.py.)"""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import yaml
 
 from dit_lora.config import parse_config
-from dit_lora.config.dataset_config import SET_OPTIONS, read_data_sets, read_dataset_config
 from dit_lora.core.errors import UserError
 
 MODEL = ["--pretrained_model_name_or_path", "org/model"]
@@ -20,98 +22,6 @@ def _write(tmp_path, sets, name="sets.yaml", **top):
     return path
 
 
-def test_sets_take_their_options_general_defaults_and_their_own_keys(tmp_path):
-    path = _write(
-        tmp_path,
-        [
-            {"train_data_dir": "photos/", "repeats": 2, "weight": 0.7, "resolution": 512},
-            {"dataset_name": "me/clips", "name": "hub", "weight": 0.3, "loss_weight": 0.5},
-        ],
-        general={"caption_extension": ".caption", "resolution": 768},
-    )
-    photos, hub = read_data_sets(path)
-    assert photos.name == "photos" and hub.name == "hub"  # a folder's last part, or the set's own name
-    assert photos.options == {"train_data_dir": "photos/", "caption_extension": ".caption", "resolution": 512}
-    assert hub.options == {"dataset_name": "me/clips", "caption_extension": ".caption", "resolution": 768}
-    assert (photos.repeats, photos.weight, photos.loss_weight) == (2, 0.7, 1.0)
-    assert (hub.repeats, hub.weight, hub.loss_weight) == (1, 0.3, 0.5)
-
-
-def test_toml_reads_as_yaml_does(tmp_path):
-    path = tmp_path / "sets.toml"
-    path.write_text(
-        '[general]\nresolution = 512\n\n[[datasets]]\ntrain_data_dir = "a"\nrepeats = 3\n\n'
-        '[[datasets]]\ntrain_data_dir = "b"\nloss_weight = 2.0\n'
-    )
-    a, b = read_data_sets(path)
-    assert a.options == {"train_data_dir": "a", "resolution": 512} and a.repeats == 3
-    assert b.loss_weight == 2.0 and b.weight is None
-
-
-def test_two_folders_of_one_name_are_told_apart(tmp_path):
-    a, b = read_data_sets(_write(tmp_path, [{"train_data_dir": "x/data"}, {"train_data_dir": "y/data"}]))
-    assert a.name == "data" and b.name == "data-2"
-
-
-@pytest.mark.parametrize(
-    ("sets", "words"),
-    [
-        ([{"train_data_dir": "a", "resolutoin": 512}], ["`resolutoin`", "did you mean `resolution`", "data set 1"]),
-        ([{"train_data_dir": "a", "random_flip": True}], ["`random_flip`", "whole run", "command line"]),
-        ([{"resolution": 512}], ["neither", "`train_data_dir`", "exactly one"]),
-        ([{"train_data_dir": "a", "dataset_name": "b"}], ["`train_data_dir` and `dataset_name`", "exactly one"]),
-        ([{"train_data_dir": "a", "repeats": 0}], ["`repeats: 0`", "whole number 1 or more"]),
-        ([{"train_data_dir": "a", "repeats": 1.5}], ["`repeats: 1.5`", "whole number"]),
-        ([{"train_data_dir": "a", "weight": -1}], ["`weight: -1`", "more than 0"]),
-        ([{"train_data_dir": "a", "loss_weight": float("nan")}], ["`loss_weight: nan`", "more than 0"]),
-        ([{"train_data_dir": "a", "weight": 1}, {"train_data_dir": "b"}], ["`a` give a `weight`", "or to none"]),
-        ([{"train_data_dir": "a", "name": "x"}, {"train_data_dir": "b", "name": "x"}], ["two sets `x`"]),
-        ([{"train_data_dir": "a", "resolution": "big"}], ["resolution", "data set 1 (of 1) of"]),
-        ([{"train_data_dir": "a", "is_reg": True}], ["only class images (`is_reg`)"]),
-        ([], ["non-empty `datasets` list"]),
-        (["a"], ["non-empty `datasets` list"]),
-    ],
-)
-def test_a_mistake_is_one_paragraph_naming_the_file_and_set(tmp_path, sets, words):
-    path = _write(tmp_path, sets)
-    with pytest.raises(UserError) as err:
-        read_data_sets(path)
-    text = str(err.value)
-    assert str(path) in text and "\n" not in text, text
-    for word in words:
-        assert word in text, (word, text)
-
-
-def test_a_missing_or_broken_file_is_named(tmp_path):
-    with pytest.raises(UserError, match="does not exist"):
-        read_data_sets(tmp_path / "nope.yaml")
-    (tmp_path / "bad.toml").write_text("[[datasets]\n")
-    with pytest.raises(UserError, match="not valid TOML"):
-        read_data_sets(tmp_path / "bad.toml")
-
-
-def test_a_yaml_file_named_toml_is_said_to_be_yaml_with_the_rename_that_reads_it(tmp_path):
-    """Issue 76: a YAML dataset config named .toml got only "not valid TOML"; as --config it was said to be TOML."""
-    yaml_text = yaml.safe_dump({"datasets": [{"train_data_dir": "photos", "repeats": 2}]})
-    (tmp_path / "sets.toml").write_text(yaml_text)
-    with pytest.raises(UserError) as err:
-        read_data_sets(tmp_path / "sets.toml")
-    assert "is named .toml but holds YAML" in str(err.value) and f"rename it to `{tmp_path / 'sets.yaml'}`" in str(err.value)
-    (tmp_path / "sets.yaml").write_text(yaml_text)
-    assert [s.repeats for s in read_data_sets(tmp_path / "sets.yaml")] == [2]  # renamed as said, it reads
-    (tmp_path / "run.toml").write_text(yaml.safe_dump({"family": "sana", "resolution": 64}))
-    with pytest.raises(UserError) as err:
-        parse_config(["--config", str(tmp_path / "run.toml")])
-    assert "is named .toml but holds YAML" in str(err.value) and "(--config reads YAML only)" in str(err.value)
-    assert "is TOML;" not in str(err.value)
-
-
-def test_every_set_option_is_a_data_option():
-    from dit_lora.config.sections import SECTION_OF
-
-    assert all(SECTION_OF[name] in ("data", "video") for name in SET_OPTIONS)
-
-
 # ---- through the parser ------------------------------------------------------------------------------------------
 def test_datasets_in_the_run_config_are_its_dataset_config(tmp_path):
     run = tmp_path / "run.yaml"
@@ -119,7 +29,7 @@ def test_datasets_in_the_run_config_are_its_dataset_config(tmp_path):
                                    "datasets": [{"train_data_dir": "a"}, {"train_data_dir": "b", "resolution": 256}]}))
     cfg = parse_config(["--config", str(run)])
     assert cfg.data.dataset_config == str(run) and cfg.data.train_data_dir is None
-    a, b = read_data_sets(cfg.data.dataset_config)
+    a, b = cfg.data_sets.sets  # read once, by the parser
     assert "resolution" not in a.options and b.options["resolution"] == 256  # the run's own 512 is a's default
 
 
@@ -186,27 +96,13 @@ def test_a_video_llm_is_refused(tmp_path):
         parse_config([*MODEL, "--family", "qwen2_5_vl", "--dataset_config", str(path)])
 
 
-def test_the_flavour_of_dit_loras_own_file_is_none(tmp_path):
-    read = read_dataset_config(_write(tmp_path, [{"train_data_dir": "a"}]))
-    assert read.flavour is None and read.note is None
-
-
-def test_defaults_that_are_no_choice_pass_and_two_folders_in_one_set_are_refused(tmp_path):
-    (one,) = read_data_sets(_write(tmp_path, [{"train_data_dir": "a", "is_reg": False}]))
-    assert one.options == {"train_data_dir": "a"}
-    (alias,) = read_data_sets(_write(tmp_path, [{"instance_data_dir": "a"}]))
-    assert alias.options == {"train_data_dir": "a"}
-    with pytest.raises(UserError, match="both `train_data_dir` and `instance_data_dir`"):
-        read_data_sets(_write(tmp_path, [{"train_data_dir": "a", "instance_data_dir": "b"}]))
-
-
 def test_general_beside_datasets_in_the_run_config(tmp_path):
     run = tmp_path / "run.yaml"
     run.write_text(yaml.safe_dump({"family": "sana", "pretrained_model_name_or_path": "org/model",
                                    "general": {"caption_extension": ".caption"},
                                    "datasets": [{"train_data_dir": "a"}]}))
     cfg = parse_config(["--config", str(run)])
-    (a,) = read_data_sets(cfg.data.dataset_config)
+    (a,) = cfg.data_sets.sets
     assert a.options["caption_extension"] == ".caption"
 
 
@@ -223,22 +119,6 @@ def test_a_sets_frame_buckets_beside_its_own_size_is_refused_naming_the_set(tmp_
     parse_config([*MODEL, "--family", "wan", "--dataset_config", str(fine), "--height", "64"])
     with pytest.raises(UserError, match="run's --frame_buckets 9x64x64 .* `height` of data set 2"):
         parse_config([*MODEL, "--family", "wan", "--dataset_config", str(fine), "--frame_buckets", "9x64x64"])
-
-
-def test_one_set_of_class_images_paired_never_drawn(tmp_path):
-    reg, mine = read_data_sets(_write(tmp_path, [{"train_data_dir": "reg", "is_reg": True},
-                                                 {"train_data_dir": "mine"}]))
-    assert reg.is_reg and not mine.is_reg  # the file's order; the run puts the class set last
-    for sets, words in (
-        ([{"train_data_dir": "a", "is_reg": True}, {"train_data_dir": "b", "is_reg": True}, {"train_data_dir": "c"}],
-         "marks 2 sets `is_reg`"),
-        ([{"train_data_dir": "a", "is_reg": True}], "only class images"),
-        ([{"train_data_dir": "a", "is_reg": True, "weight": 1}, {"train_data_dir": "b", "weight": 1}],
-         "gives a `weight` or `loss_weight`"),
-        ([{"train_data_dir": "a", "is_reg": "yes"}, {"train_data_dir": "b"}], "Give true or false"),
-    ):
-        with pytest.raises(UserError, match=words):
-            read_data_sets(_write(tmp_path, sets))
 
 
 @pytest.mark.parametrize(
@@ -288,3 +168,86 @@ def test_a_sets_own_frame_extraction_against_the_runs_explicit_frame_sampling_is
         parse_config(["--config", str(run)])
     parse_config([*base, "--frame_sampling", "first"])  # the same value: nothing to refuse
     parse_config(base)
+
+
+# ---- read once, at setup -----------------------------------------------------------------------------------------
+def test_a_parse_reads_the_file_once_and_the_folders_sets_plan_and_samples_read_what_it_holds(tmp_path, monkeypatch):
+    """The file was read and parsed at four call sites (twice by the parser's checks, by the folder check, by the
+    data sets: six times in a short run); now the parser reads it once and everything else reads ``cfg.data_sets``."""
+    import os
+
+    from helpers import count_reads
+
+    from dit_lora.data.data_sets import SetsMedia, run_sets, sample_sizes, set_configs
+    from dit_lora.registry import get_spec
+    from dit_lora.setup.resolve import resolve_config
+    from dit_lora.training.run_folders import check_run_folders
+
+    path = _write(tmp_path, [{"train_data_dir": str(tmp_path / "a"), "resolution": 32}, {"train_data_dir": "b"}])
+    reads = count_reads(monkeypatch)
+    cfg = parse_config([*MODEL, "--family", "sana", "--dataset_config", str(path), "--validation_prompt", "a",
+                        "--output_dir", str(tmp_path / "out")])
+    assert reads[os.path.realpath(path)] == 1
+    spec = get_spec("sana")
+    check_run_folders(cfg)
+    cfg = resolve_config(cfg, build_demo=False, validate=False).config  # held: not read again for a parsed config
+    assert [s.name for s in run_sets(cfg)[0]] == ["a", "b"] and len(set_configs(cfg)) == 2
+    assert sample_sizes(cfg, spec)[0] == {"resolution": 32}
+    assert [s.name for s in SetsMedia(cfg, spec).sets] == ["a", "b"]
+    assert reads[os.path.realpath(path)] == 1
+    path.unlink()  # gone mid-run: nothing reads it again
+    assert [s.name for s in SetsMedia(cfg, spec).sets] == ["a", "b"]
+
+
+def test_check_data_reads_the_file_once(tmp_path, monkeypatch, capsys):
+    import os
+
+    from helpers import count_reads
+    from PIL import Image
+
+    from dit_lora.commands.cli import main
+
+    data = tmp_path / "mine"
+    data.mkdir()
+    for i in range(2):
+        Image.new("RGB", (64, 64), (40 * i, 90, 30)).save(data / f"img{i}.png")
+        (data / f"img{i}.txt").write_text("a green square")
+    path = _write(tmp_path, [{"train_data_dir": str(data), "repeats": 2}])
+    reads = count_reads(monkeypatch)
+    with pytest.raises(SystemExit) as done:
+        main(["check-data", "--dataset_config", str(path), "--resolution", "64"])
+    assert done.value.code == 0, capsys.readouterr().err
+    assert "data set 1/1 `mine`" in capsys.readouterr().out
+    assert reads[os.path.realpath(path)] == 1
+
+
+def test_a_config_built_in_code_is_read_when_resolved_and_never_by_the_code_that_uses_its_sets(tmp_path):
+    from dit_lora.config import TrainConfig
+    from dit_lora.config.dataset_config import data_sets_of, with_data_sets
+    from dit_lora.data.data_sets import run_sets
+    from dit_lora.setup.resolve import resolve_config
+
+    path = _write(tmp_path, [{"train_data_dir": "a"}])
+    cfg = TrainConfig(family="sana", dataset_config=str(path))
+    with pytest.raises(RuntimeError, match="is read at setup"):
+        run_sets(cfg)
+    resolved = resolve_config(cfg, build_demo=False, validate=False).config
+    assert [s.name for s in data_sets_of(resolved).sets] == ["a"]
+    assert with_data_sets(resolved) is resolved  # read already: kept, not read again
+    other = _write(tmp_path, [{"train_data_dir": "b"}], name="other.yaml")
+    moved = dataclasses.replace(resolved, dataset_config=str(other))
+    with pytest.raises(RuntimeError, match="is read at setup"):  # another file than the one read
+        data_sets_of(moved)
+    assert [s.name for s in data_sets_of(with_data_sets(moved)).sets] == ["b"]
+    assert data_sets_of(TrainConfig(family="sana", train_data_dir="a")) is None
+
+
+def test_the_sets_are_read_for_the_family_the_parser_infers_not_the_default(tmp_path):
+    """A recipe's family (or the model's, for `plan`) is inferred after a first look at the options under the default
+    (image) family: the sets were judged there too, so a wan recipe's set giving `max_num_frames` was refused as an
+    option Sana never reads. They are read and judged once, for the inferred family."""
+    path = _write(tmp_path, [{"train_data_dir": "a", "max_num_frames": 9}])
+    cfg = parse_config([*MODEL, "--dataset_config", str(path)], infer_family=lambda c: ("wan", "the recipe's family"))
+    assert cfg.model.family == "wan" and cfg.data_sets.video and cfg.data_sets.sets[0].options["max_num_frames"] == 9
+    with pytest.raises(UserError, match="`max_num_frames` in data set 1 of"):  # an image family still refuses it
+        parse_config([*MODEL, "--dataset_config", str(path)], infer_family=lambda c: ("sana", "the recipe's family"))

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from dit_lora.config import parse_config
-from dit_lora.config.dataset_config import read_dataset_config
+from dit_lora.config.dataset_file import read_dataset_config
 from dit_lora.config.peer_ai_toolkit import AI_TOOLKIT
 from dit_lora.core.errors import UserError
 from peer_files_data import ai_toolkit_job

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dit_lora.config.dataset_config import read_dataset_config
+from dit_lora.config.dataset_file import read_dataset_config
 from dit_lora.core.errors import UserError
 from peer_files_data import ai_toolkit_job, musubi_clip_set
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dit_lora.config.dataset_config import read_dataset_config
+from dit_lora.config.dataset_file import read_dataset_config
 from dit_lora.core.errors import UserError
 from peer_files_data import SIMPLETUNER_WAN, simpletuner, write
 

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from dit_lora.config import parse_config
+from dit_lora.config.dataset_file import read_data_sets
 from dit_lora.core.errors import UserError
 from dit_lora.data.batches import EpochBatches, unpack_item
 from dit_lora.data.cache import cache_files
-from dit_lora.config.dataset_config import read_data_sets
 from dit_lora.data.data_sets import SetsMedia, sample_config, set_config
 from dit_lora.data.frames import resolution_buckets
 from dit_lora.data.synthetic.shapes import make_shapes_dataset
@@ -349,7 +349,7 @@ def _header(cfg, frames=None):
     from dit_lora.data.data_sets import run_sets
 
     media = SetsMedia.__new__(SetsMedia)
-    media.cfg, media.sets, media.class_listed = cfg, run_sets(cfg, video=True, frames=frames)[0], 0
+    media.cfg, media.sets, media.class_listed = cfg, run_sets(cfg, frames=frames)[0], 0
     return media._header(0)
 
 

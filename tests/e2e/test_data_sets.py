@@ -126,3 +126,21 @@ def test_check_data_screens_every_set(tiny_wan, mixed_sets, tmp_path):
     out = proc.stdout
     assert "data set 1/2 `stills`" in out and "data set 2/2 `clips`" in out
     assert "stills/00000.png" in out and "clips/" in out
+
+
+@pytest.mark.slow
+def test_a_run_reads_its_dataset_config_once(tiny_sana, shapes_data, tmp_path, monkeypatch):
+    """Parse, folder checks, memory plan, data sets, validation and final samples: the file was read six times in a
+    short run (more with the plan and samples); it is read once, at setup, and the run works from that reading."""
+    import os
+
+    from helpers import count_reads
+
+    config = tmp_path / "sets.yaml"
+    config.write_text(yaml.safe_dump({"datasets": [{"train_data_dir": str(shapes_data), "resolution": 64}]}))
+    reads = count_reads(monkeypatch)
+    summary, _ = train_in_process(tiny_sana, shapes_data, tmp_path, max_train_steps=2, train_data_dir=None,
+                                  dataset_config=config, ignore_memory_plan="false", validation_prompt="a shape",
+                                  validation_steps=1)
+    assert isinstance(summary, dict) and summary["status"] == "completed", summary
+    assert reads[os.path.realpath(config)] == 1

@@ -38,6 +38,26 @@ SHORT_SANA_CAPTIONS = {"max_sequence_length": 64, "complex_human_instruction": "
 DEFAULT_CAPTIONS = dict.fromkeys(SHORT_SANA_CAPTIONS)
 
 
+def count_reads(monkeypatch) -> dict[str, int]:
+    """Every file opened for reading from now on (``open``, ``Path.read_text``/``open``: any reader), counted by its
+    real path: ``count_reads(monkeypatch)[os.path.realpath(path)]``."""
+    import builtins
+    import io
+    from collections import Counter
+
+    counts: Counter[str] = Counter()
+    real_open = io.open
+
+    def counting(file, mode="r", *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and not set("wax+") & set(mode):
+            counts[os.path.realpath(file)] += 1
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", counting)
+    monkeypatch.setattr(builtins, "open", counting)
+    return counts
+
+
 def _is_sana(model: Path) -> bool:
     """Whether ``model`` is a SanaPipeline folder (its ``model_index.json``)."""
     try:

@@ -58,7 +58,7 @@ num_repeats = 1
 def simpletuner(tmp_path, **backend):
     """A SimpleTuner file of one image backend on `photos` (``backend``: its keys changed) and a text-embeds backend,
     read."""
-    from dit_lora.config.dataset_config import read_dataset_config
+    from dit_lora.config.dataset_file import read_dataset_config
 
     image = {"id": "photos", "type": "local", "instance_data_dir": "photos", "caption_strategy": "textfile", **backend}
     return read_dataset_config(write(tmp_path, "multidatabackend.json", [image, SIMPLETUNER_WAN[1]]))
@@ -66,7 +66,7 @@ def simpletuner(tmp_path, **backend):
 
 def concepts(tmp_path, *listed, name="concepts.json"):
     """A OneTrainer concepts file of ``listed``, read."""
-    from dit_lora.config.dataset_config import read_dataset_config
+    from dit_lora.config.dataset_file import read_dataset_config
 
     return read_dataset_config(write(tmp_path, name, list(listed)))
 
@@ -81,7 +81,7 @@ def ai_toolkit_job(tmp_path, datasets):
 
 def musubi_clip_set(tmp_path, extra: str):
     """A musubi-tuner clip set (9 frames of 64 x 48, and ``extra`` TOML lines) read for a video family."""
-    from dit_lora.config.dataset_config import read_dataset_config
+    from dit_lora.config.dataset_file import read_dataset_config
 
     path = tmp_path / "clips.toml"
     path.write_text(f'[[datasets]]\nvideo_directory = "v"\nresolution = [64, 48]\ntarget_frames = [9]\n{extra}')

@@ -7,12 +7,14 @@ import os
 import pytest
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.dataset_config import with_data_sets
 from dit_lora.core.errors import UserError
 from dit_lora.training.run_folders import check_output_dir, check_run_folders
 
 
 def _cfg(family: str = "sana", **values) -> TrainConfig:
-    return TrainConfig.for_family(family, **values)
+    """A config built in code, its dataset config read as setup reads it (``resolve_for_training``)."""
+    return with_data_sets(TrainConfig.for_family(family, **values))
 
 
 def _refused(cfg: TrainConfig) -> str:
