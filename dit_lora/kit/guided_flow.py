@@ -23,7 +23,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.kit.components import DiffusionLoss, DiffusionPlan
-from dit_lora.kit.loader import BlockMix, KitModel, LoadedParts, plan_parts
+from dit_lora.kit.loader import BlockMix, DiffusionModel, LoadedParts, plan_parts
 from dit_lora.kit.run_state import FlowRun
 from dit_lora.modeling.flow_matching import (
     loss_weighting,
@@ -59,7 +59,7 @@ class GuidedFlowRun(FlowRun):
         return loaded.components(training_scheduler(loaded.scheduler_config), self)
 
 
-class GuidedFlowModel(KitModel):
+class GuidedFlowModel(DiffusionModel):
     """``FamilySpec.model`` of a guided flow family loaded by the kit: the components of the loaded parts with a new
     run state of the family's (:attr:`state`), what the checkpoint is recorded in it."""
 

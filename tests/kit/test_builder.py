@@ -15,6 +15,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.kit import components as base
 from dit_lora.kit.adapter import KitAdapter, KitCard
 from dit_lora.kit.builder import AnyAspect, LatentGrid, PatchPoints, default_components, diffusion_spec
+from dit_lora.kit.loader import DiffusionModel
 
 INFO = FamilyInfo(pipeline_class_name="SanaPipeline")
 
@@ -23,9 +24,12 @@ class Encoders(PoolingEncoding, base.DiffusionEncoders):
     pass
 
 
-class Model(base.DiffusionModel):
+class Model(DiffusionModel):
     def validate_config(self, cfg):
         pass
+
+    def build_components(self, cfg, loaded, device):
+        raise NotImplementedError
 
     def load_components(self, cfg, device):
         raise NotImplementedError
@@ -131,11 +135,11 @@ def test_a_video_task_that_says_the_frame_rate_is_the_frame_rate_unless_the_fami
 
 
 def test_a_kit_model_stated_with_its_parts_hands_them_out_and_their_precision_is_the_specs():
-    """A KitModel built with its PipelineParts needs no pipeline_parts of its own, and the spec's precision is the
+    """A DiffusionModel built with its PipelineParts needs no pipeline_parts of its own, and the spec's precision is the
     parts' (stated once); a family's own precision still wins, and a model without parts says so."""
-    from dit_lora.kit.loader import KitModel, PipelineParts
+    from dit_lora.kit.loader import DiffusionModel, PipelineParts
 
-    class Parted(KitModel):
+    class Parted(DiffusionModel):
         def validate_config(self, cfg):
             pass
 
@@ -215,7 +219,7 @@ def test_the_plan_builds_the_kit_models_own_components_on_the_meta_device(monkey
 
     seen = []
 
-    class KitModel(loader.KitModel):
+    class ToyModel(loader.DiffusionModel):
         def validate_config(self, cfg):
             pass
 
@@ -230,7 +234,7 @@ def test_the_plan_builds_the_kit_models_own_components_on_the_meta_device(monkey
             raise NotImplementedError
 
     parts = loader.PipelineParts("Toy", "toy/Toy", "T", "V")
-    spec = diffusion_spec("toy", INFO, model=KitModel(INFO, parts), encoders=Encoders(), loss=Loss,
+    spec = diffusion_spec("toy", INFO, model=ToyModel(INFO, parts), encoders=Encoders(), loss=Loss,
                           plan=ConditioningOnly)
     assert spec.plan.model is spec.model
     planned = []
