@@ -44,7 +44,6 @@ from dit_lora.families.videollm.plan import VideoLLMPlan
 from dit_lora.families.videollm.processing import QAProcessingLoader
 from dit_lora.families.videollm.qwen2_5_vl import Qwen25VLSpec
 from dit_lora.families.videollm.qwen3_vl import Qwen3VLSpec
-from dit_lora.families.videollm.qwen3_vl_moe import Qwen3VLMoeSpec
 from dit_lora.families.videollm.state import VideoLLMLoss, VideoLLMSetup
 from dit_lora.output.names import PEFT_ADAPTER_FILE
 
@@ -128,7 +127,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     "qwen2_5_vl": Architecture(Qwen25VLSpec, build_tiny_qwen2_5_vl),
     "internvl": Architecture(InternVLSpec, build_tiny_internvl),
     "qwen3_vl": Architecture(Qwen3VLSpec, build_tiny_qwen3_vl),
-    "qwen3_vl_moe": Architecture(Qwen3VLMoeSpec, build_tiny_qwen3_vl_moe),
+    "qwen3_vl_moe": Architecture(partial(Qwen3VLSpec, sparse=True), build_tiny_qwen3_vl_moe),
 }
 
 
