@@ -7,8 +7,10 @@ catalogue's data files, the demo configs the tests run, the recipe script of eac
 family living outside the package (a test folder, a plugin) builds its own ``FamilyEntry`` and registers it with
 one call, :func:`register_family`.
 
-This module imports nothing heavy: an entry names its code by ``"module:attribute"`` strings, imported on use.
-Other modules learn of registrations through :func:`watch`. The option layer (:mod:`dit_lora.config`, below the
+This module imports nothing heavy, and neither does a family package's ``__init__.py``: its ``ENTRY`` holds its
+options class (``options.py`` imports no torch) and a factory function whose body imports the family's ``spec.py``
+(which loads torch) when a name of it is first built. That import, and this module's import of each built-in
+package, are the only imports done by name. Other modules learn of registrations through :func:`watch`. The option layer (:mod:`dit_lora.config`, below the
 registry and the contract, importing neither) is told: importing this module installs the registry as its
 :class:`~dit_lora.config.families.FamilySource` (the names, aliases, options classes, pipelines, recipe scripts and
 capabilities it reads) and announces each registration to it (the option owners check a new family's options
@@ -27,10 +29,6 @@ from dit_lora.config import families as option_families
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 
-#: what builds the family called ``name``: a ``"module:attribute"`` path to such a callable (imported when the
-#: family is first asked for), or the callable itself
-Factory = str | Callable[[str], Any]
-
 
 @dataclass(frozen=True)
 class FamilyEntry:
@@ -39,12 +37,13 @@ class FamilyEntry:
     #: The family names it registers (``--family``, YAML ``family:``), the first being the default its recipe
     #: script trains (CogVideoX: text-to-video, then image-to-video; videollm: one per video-LLM architecture).
     names: tuple[str, ...]
-    #: Builds the :class:`~dit_lora.contract.spec.FamilySpec` of one name: called with that name. A
-    #: ``"module:attribute"`` string is imported on first use (so ``import dit_lora.registry`` stays light).
-    factory: Factory
-    #: The family's own options (``families/<name>/options.py``): a ``"module:Class"`` path for every name, or a
-    #: mapping of name to path where names differ (CogVideoX image-to-video); None: only the common options.
-    options: str | Mapping[str, str] | None = None
+    #: Builds the :class:`~dit_lora.contract.spec.FamilySpec` of one name: called with that name. A built-in
+    #: family's is a function of its ``__init__.py`` that imports its ``spec.py`` in its body (so importing the
+    #: package, and ``dit-lora train --help``, load no torch).
+    factory: Callable[[str], Any]
+    #: The family's own options class (``families/<name>/options.py``) for every name, or a mapping of name to
+    #: class where names differ (CogVideoX image-to-video); None: only the common options.
+    options: type | Mapping[str, type] | None = None
     #: Package whose ``catalogue.json`` lists the family's published checkpoints; None: nothing catalogued.
     catalogue: str | None = None
     #: Its demo configs, relative to ``recipes/configs/`` (e.g. ``"sana/demo.yaml"``): the runs the
@@ -96,8 +95,8 @@ class FamilyEntry:
         """``recipes/<...>_lora.py``, the script that trains every name of this entry."""
         return f"recipes/{self.recipe or self.default + '_lora.py'}"
 
-    def options_for(self, name: str) -> str | None:
-        """The ``"module:Class"`` of ``name``'s own options (None: it has only the common options)."""
+    def options_for(self, name: str) -> type | None:
+        """The class of ``name``'s own options (None: it has only the common options)."""
         if isinstance(self.options, Mapping):
             return self.options.get(name)
         return self.options
@@ -110,46 +109,30 @@ class FamilyEntry:
 
     @classmethod
     def in_package(
-        cls, package: str, *, options: str | Mapping[str, str], spec: str | None = None, **fields: Any
+        cls,
+        package: str,
+        *,
+        factory: Callable[[str], Any],
+        options: type | Mapping[str, type],
+        **fields: Any,
     ) -> FamilyEntry:
-        """The entry of a family package in the standard layout (``families/<family>/``), as ``"module:attr"``
-        strings (the registry imports the package for its ENTRY alone; the spec's modules load torch): ``spec``
-        names the function of its ``spec.py`` that builds a name's spec (called with the name; default
-        ``<family>_spec``), ``options`` its options class in ``options.py`` (or a mapping of name to class); its
-        names are ``(<family>,)``, its ``catalogue.json`` is the catalogue and ``docs/guides/<first name>.md`` its
-        page and ``recipes/configs/<first name>/demo.yaml`` its demo and ``recipes/<first name>_lora.py`` its recipe,
-        unless ``fields`` says otherwise. ``fields``: the other fields (``names``, ``pipelines``, ``demo_configs``,
-        ...)."""
-        folder = package.rpartition(".")[2]
-        classes = (
-            {name: f"{package}.options:{c}" for name, c in options.items()} if isinstance(options, Mapping) else None
-        )
-        fields.setdefault("names", (folder,))
+        """The entry of a family package in the standard layout (``families/<family>/``): ``factory`` builds a name's
+        spec, ``options`` is its options class (or a mapping of name to class); its names are ``(<family>,)``, its
+        ``catalogue.json`` is the catalogue and ``docs/guides/<first name>.md`` its page and
+        ``recipes/configs/<first name>/demo.yaml`` its demo and ``recipes/<first name>_lora.py`` its recipe, unless
+        ``fields`` says otherwise. ``fields``: the other fields (``names``, ``pipelines``, ``demo_configs``, ...)."""
+        fields.setdefault("names", (package.rpartition(".")[2],))
         fields.setdefault("catalogue", package)
         fields.setdefault("demo_configs", (f"{fields['names'][0]}/demo.yaml",))
         fields.setdefault("recipe", f"{fields['names'][0]}_lora.py")
         fields.setdefault("docs", f"docs/guides/{fields['names'][0]}.md")
-        factory = f"{package}.spec:{spec or folder + '_spec'}"
-        return cls(factory=factory, options=classes or f"{package}.options:{options}", **fields)
+        return cls(factory=factory, options=options, **fields)
 
     def build(self, name: str):
         """A new :class:`~dit_lora.contract.spec.FamilySpec` for ``name`` (one of :attr:`names`)."""
         if name not in self.names:
             raise KeyError(f"{name!r} is not a name of this entry ({', '.join(self.names)})")
-        return resolve(self.factory)(name)
-
-
-def resolve(path: Factory) -> Any:
-    """The object a ``"module:attribute"`` path names (a non-string is returned as it is)."""
-    if not isinstance(path, str):
-        return path
-    module, _, attribute = path.partition(":")
-    if not module or not attribute:
-        raise ValueError(f"expected 'module:attribute', got {path!r}")
-    found: Any = importlib.import_module(module)
-    for part in attribute.split("."):
-        found = getattr(found, part)
-    return found
+        return self.factory(name)
 
 
 #: The package of the built-in families, and their packages under it, one line each (its ENTRY lists its names,
@@ -178,6 +161,8 @@ _ENTRIES: list[FamilyEntry] = []
 _BY_NAME: dict[str, FamilyEntry] = {}
 _SPEC_CACHE: dict[str, FamilySpec] = {}  # each name's spec, built once
 _ALIASES: dict[str, str] = {}  # another spelling -> the family name it stands for
+#: the entries registered lazily (the built-in ones): each name's spec is built and checked when first asked for
+_LAZY: list[FamilyEntry] = []
 #: callbacks told of each registration (the entry) and removal (None); see :func:`watch`
 _WATCHERS: list[Callable[[FamilyEntry | None], None]] = []
 _built_in_loaded = False
@@ -191,7 +176,7 @@ def _load_built_in() -> None:
     _built_in_loaded = True  # set first: registering them calls back here
     try:
         for package in BUILT_IN:
-            _register(importlib.import_module(f"{BUILT_IN_PACKAGE}.{package}").ENTRY)
+            _register(importlib.import_module(f"{BUILT_IN_PACKAGE}.{package}").ENTRY, lazy=True)
     except BaseException:
         _built_in_loaded = False
         for entry in list(_ENTRIES):
@@ -209,18 +194,18 @@ def watch(callback: Callable[[FamilyEntry | None], None]) -> None:
         _WATCHERS.append(callback)
 
 
-def register_family(entry: FamilyEntry) -> None:
+def register_family(entry: FamilyEntry, *, lazy: bool = False) -> None:
     """Make every name of ``entry`` available (``--family``, YAML ``family:``); refuses a name already taken.
 
-    An entry whose factory is a callable is built and checked now (it must build a :class:`FamilySpec`, whose
-    components are checked when it is made); one naming its factory by ``"module:attribute"`` (the built-in families, imported lazily so this
-    module stays light) is checked when a name of it is first asked for.
+    Each name's spec is built and checked now (the factory must build a :class:`FamilySpec`, whose components are
+    checked when it is made), and so is its options class; ``lazy``: both when a name of it is first asked for, as
+    for the built-in families (whose factories import their ``spec.py``, and so torch, only then).
     """
     _load_built_in()
-    _register(entry)
+    _register(entry, lazy=lazy)
 
 
-def _register(entry: FamilyEntry) -> None:
+def _register(entry: FamilyEntry, *, lazy: bool) -> None:
     if not isinstance(entry, FamilyEntry):
         raise TypeError(f"register_family takes a FamilyEntry, got {type(entry).__name__}")
     taken = [name for name in (*entry.names, *entry.aliases) if name in _BY_NAME or name in _ALIASES]
@@ -230,9 +215,11 @@ def _register(entry: FamilyEntry) -> None:
             f"family name `{taken[0]}` is already registered (by the entry of {owner.recipe_script}, "
             f"factory {_describe(owner.factory)}); choose another name"
         )
-    if not isinstance(entry.factory, str):
+    if not lazy:
         for name in entry.names:
             _check(name, entry.build(name), entry)
+    else:
+        _LAZY.append(entry)
     _ENTRIES.append(entry)
     _BY_NAME.update(dict.fromkeys(entry.names, entry))
     _ALIASES.update(dict.fromkeys(entry.aliases, entry.default))
@@ -254,6 +241,7 @@ def unregister_family(entry: FamilyEntry) -> None:
 
 def _remove(entry: FamilyEntry) -> None:
     _ENTRIES.remove(entry)
+    _LAZY[:] = [e for e in _LAZY if e is not entry]
     for name in entry.names:
         _BY_NAME.pop(name, None)
         _SPEC_CACHE.pop(name, None)
@@ -264,7 +252,7 @@ def _remove(entry: FamilyEntry) -> None:
 
 
 def _describe(factory) -> str:
-    return factory if isinstance(factory, str) else f"{factory.__module__}.{getattr(factory, '__qualname__', '?')}"
+    return f"{factory.__module__}.{getattr(factory, '__qualname__', '?')}"
 
 
 def _check(name: str, family: Any, entry: FamilyEntry) -> FamilySpec:
@@ -345,13 +333,13 @@ class _OptionSource:
     def canonical_name(self, name: str) -> str:
         return canonical_name(name)
 
-    def options_classes(self) -> dict[str, type | str]:
-        found: dict[str, type | str] = {}
+    def options_classes(self) -> dict[str, type]:
+        found: dict[str, type] = {}
         for entry in entries():
             for name in entry.names:
-                path = entry.options_for(name)
-                if path is not None:
-                    found[name] = path
+                options = entry.options_for(name)
+                if options is not None:
+                    found[name] = options
         return found
 
     def pipelines_of(self, name: str) -> tuple[str, ...]:
@@ -365,9 +353,12 @@ class _OptionSource:
 
 
 def _tell_options(entry: FamilyEntry | None) -> None:
-    """A registration (``entry``) or removal (None) announced to the option layer, with the names a callable
-    factory built now (their options classes are checked at once)."""
-    option_families.changed(None if entry is None else (() if isinstance(entry.factory, str) else entry.names))
+    """A registration (``entry``) or removal (None) announced to the option layer, with the names built now (their
+    options classes are checked at once; a lazy entry's, none)."""
+    if entry is None:
+        option_families.changed(None)
+    else:
+        option_families.changed(() if any(e is entry for e in _LAZY) else entry.names)
 
 
 option_families.install(_OptionSource())
@@ -377,7 +368,6 @@ __all__ = [
     "BUILT_IN",
     "BUILT_IN_PACKAGE",
     "FamilyEntry",
-    "Factory",
     "available",
     "canonical_name",
     "entries",
@@ -386,7 +376,6 @@ __all__ = [
     "get_spec",
     "recipe_script",
     "register_family",
-    "resolve",
     "unregister_family",
     "watch",
 ]

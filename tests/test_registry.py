@@ -73,18 +73,22 @@ def test_a_name_already_registered_is_refused(elsewhere):
     assert registry.entries().count(elsewhere) == 1 and registry.entry_for("sana").recipe == "sana_lora.py"
 
 
-def test_a_lazy_factory_is_checked_when_first_asked_for(tmp_path, monkeypatch):
-    """A factory named by "module:attribute" is not imported at registration; its capabilities are checked on the
-    first get_family (a callable factory is checked at registration: tests/toy_family)."""
+def test_a_lazy_entry_is_built_and_checked_when_first_asked_for(tmp_path, monkeypatch):
+    """Registered lazily (as the built-in families are), a factory that imports its spec module in its body is not
+    called at registration; its capabilities are checked on the first get_family (registered otherwise, a family is
+    built and checked at once: tests/toy_family)."""
     from dit_lora.core.errors import UserError
 
-    folder = _write_family(tmp_path, "tiny_lazy_pkg", factory='"tiny_lazy_pkg.spec:make"')
+    folder = _write_family(tmp_path, "tiny_lazy_pkg", factory="lazy_make")
+    (folder / "__init__.py").write_text((folder / "__init__.py").read_text().replace(
+        "def make(name):", "def lazy_make(name):\n    from tiny_lazy_pkg.spec import make\n\n    return make(name)\n\n\n"
+                           "def make(name):"))
     (folder / "spec.py").write_text("from spec_parts import tiny_spec\n\n\nclass Claims:\n"
                                     "    def validation_inputs(self, comps, validation): ...\n\n\n"
                                     "def make(name):\n    return tiny_spec(name, samples=Claims())\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     entry = importlib.import_module("tiny_lazy_pkg").ENTRY
-    registry.register_family(entry)
+    registry.register_family(entry, lazy=True)
     try:
         assert "tiny_lazy_pkg.spec" not in __import__("sys").modules
         with pytest.raises(UserError, match=r"`samples` component \(Claims\) lacks generate, .* of the Samples protocol"):
@@ -156,8 +160,7 @@ def test_unregistering_an_entry_that_is_not_registered_is_refused():
 def test_an_options_class_that_is_no_family_options_is_refused_at_registration():
     from dit_lora.registry import FamilyEntry
 
-    bad = FamilyEntry(names=("bare_family",), factory=_bare,
-                      options="dit_lora.registry:FamilyEntry")
+    bad = FamilyEntry(names=("bare_family",), factory=_bare, options=FamilyEntry)
     with pytest.raises(TypeError, match="options of family `bare_family` must be a FamilyOptions dataclass"):
         registry.register_family(bad)
     assert "bare_family" not in registry.available()  # nothing half-registered is left behind
@@ -182,7 +185,8 @@ def test_an_option_another_family_declares_is_refused_at_registration(tmp_path, 
             num_classes: float = opt(0.5, "A fraction, not DiT's class count.")
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    clash = FamilyEntry(names=("bare_family",), factory=_bare, options="clash_options:ClashOptions")
+    clash = FamilyEntry(names=("bare_family",), factory=_bare,
+                        options=importlib.import_module("clash_options").ClashOptions)
     with pytest.raises(TypeError, match="option `num_classes` of family `bare_family`.*already declared by "
                                         "dit_lora.families.dit.options.DiTOptions"):
         registry.register_family(clash)
@@ -201,6 +205,6 @@ def test_an_alias_is_read_as_its_family_and_is_no_family_of_its_own():
     assert canonical_name("z-image") == "zimage" and canonical_name("sana") == "sana"
     assert "z-image" not in available() and RegisteredFamilies().canonical("z-image") == "zimage"
     with pytest.raises(ValueError, match="`z-image` is already registered"):
-        register_family(FamilyEntry(names=("other",), factory="x:y", aliases=("z-image",)))
+        register_family(FamilyEntry(names=("other",), factory=_bare, aliases=("z-image",)))
     with pytest.raises(ValueError, match="repeats one of its names"):
-        FamilyEntry(names=("a",), factory="x:y", aliases=("a",))
+        FamilyEntry(names=("a",), factory=_bare, aliases=("a",))

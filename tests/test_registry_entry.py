@@ -6,11 +6,25 @@ import dataclasses
 
 import pytest
 
-from dit_lora.registry import FamilyEntry, resolve
+from dit_lora.families.sana.options import SanaOptions
+from dit_lora.registry import FamilyEntry
+
+
+class Opts:
+    """An options class (the entry holds the class itself)."""
+
+
+class B:
+    """Another name's options class."""
+
+
+def fam_spec(name):
+    """A factory: a family's function that builds a name's spec."""
+    return name
 
 
 def test_an_entry_is_immutable_and_its_first_name_is_the_recipe_default():
-    entry = FamilyEntry(names=("one", "two"), factory="dit_lora.families.sana.spec:sana_spec")
+    entry = FamilyEntry(names=("one", "two"), factory=fam_spec)
     assert entry.default == "one" and entry.recipe_script == "recipes/one_lora.py"
     assert FamilyEntry(names=("x",), factory=str, recipe="other_lora.py").recipe_script == "recipes/other_lora.py"
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -24,14 +38,14 @@ def test_names_must_be_a_tuple_of_distinct_names(names):
 
 
 def test_options_for_each_name():
-    shared = FamilyEntry(names=("a", "b"), factory=str, options="pkg.options:Opts")
-    assert shared.options_for("a") == shared.options_for("b") == "pkg.options:Opts"
-    split = FamilyEntry(names=("a", "b"), factory=str, options={"b": "pkg.options:B"})
-    assert split.options_for("a") is None and split.options_for("b") == "pkg.options:B"
+    shared = FamilyEntry(names=("a", "b"), factory=str, options=Opts)
+    assert shared.options_for("a") is shared.options_for("b") is Opts
+    split = FamilyEntry(names=("a", "b"), factory=str, options={"b": B})
+    assert split.options_for("a") is None and split.options_for("b") is B
     with pytest.raises(TypeError):  # the mapping is read-only too
-        split.options["a"] = "pkg.options:A"
+        split.options["a"] = Opts
     with pytest.raises(ValueError, match="not among its names"):
-        FamilyEntry(names=("a",), factory=str, options={"c": "pkg.options:C"})
+        FamilyEntry(names=("a",), factory=str, options={"c": Opts})
 
 
 def test_build_calls_the_factory_with_the_name_and_refuses_another():
@@ -42,22 +56,12 @@ def test_build_calls_the_factory_with_the_name_and_refuses_another():
         entry.build("c")
 
 
-def test_resolve_imports_a_module_attribute_path_on_use():
-    from dit_lora.families.sana.catalogue import REFUSED
-
-    assert resolve("dit_lora.families.sana.catalogue:REFUSED") is REFUSED
-    assert resolve("dit_lora.registry:FamilyEntry.recipe_script") is FamilyEntry.recipe_script
-    assert resolve(len) is len  # a callable is used as it is
-    with pytest.raises(ValueError, match="module:attribute"):
-        resolve("dit_lora.families.sana")
-
-
 def test_pipelines_for_each_name():
-    one = FamilyEntry(names=("a", "b"), factory="x:y", pipelines=("APipeline", "AOtherPipeline"))
+    one = FamilyEntry(names=("a", "b"), factory=fam_spec, pipelines=("APipeline", "AOtherPipeline"))
     assert one.pipelines_for("a") == one.pipelines_for("b") == ("APipeline", "AOtherPipeline")
-    per_name = FamilyEntry(names=("a", "b"), factory="x:y", pipelines={"a": ["APipeline"], "b": ("BPipeline",)})
+    per_name = FamilyEntry(names=("a", "b"), factory=fam_spec, pipelines={"a": ["APipeline"], "b": ("BPipeline",)})
     assert per_name.pipelines_for("a") == ("APipeline",) and per_name.pipelines_for("b") == ("BPipeline",)
-    assert FamilyEntry(names=("a",), factory="x:y").pipelines_for("a") == ()  # undeclared: the spec says
+    assert FamilyEntry(names=("a",), factory=fam_spec).pipelines_for("a") == ()  # undeclared: the spec says
 
 
 def test_every_entry_declares_the_pipelines_its_specs_train():
@@ -88,24 +92,44 @@ def test_train_help_imports_no_torch():
 
 
 def test_in_package_fills_the_standard_layout_and_a_given_field_wins():
-    """``FamilyEntry.in_package``: a family in the standard layout states names, spec, options and pipelines."""
-    entry = FamilyEntry.in_package("pkg.fam", names=("fam", "fam_i2v"), spec="fam_spec",
-                                   options={"fam": "FamOptions", "fam_i2v": "FamI2VOptions"}, pipelines=("P",))
-    assert entry.factory == "pkg.fam.spec:fam_spec" and entry.catalogue == "pkg.fam"
-    assert entry.options_for("fam_i2v") == "pkg.fam.options:FamI2VOptions"
+    """``FamilyEntry.in_package``: a family in the standard layout states its factory, options, names and
+    pipelines."""
+    entry = FamilyEntry.in_package("pkg.fam", names=("fam", "fam_i2v"), factory=fam_spec,
+                                   options={"fam": Opts, "fam_i2v": B}, pipelines=("P",))
+    assert entry.factory is fam_spec and entry.catalogue == "pkg.fam"
+    assert entry.options_for("fam_i2v") is B
     assert (entry.docs, entry.demo_configs, entry.recipe) == ("docs/guides/fam.md", ("fam/demo.yaml",), "fam_lora.py")
-    given = FamilyEntry.in_package("pkg.fam", names=("fam",), spec="fam_spec", options="FamOptions",
+    given = FamilyEntry.in_package("pkg.fam", names=("fam",), factory=fam_spec, options=Opts,
                                    docs="docs/guides/other.md", demo_configs=("x/demo.yaml",), recipe="x_lora.py")
-    assert given.options_for("fam") == "pkg.fam.options:FamOptions"
+    assert given.options_for("fam") is Opts
     assert (given.docs, given.demo_configs, given.recipe) == ("docs/guides/other.md", ("x/demo.yaml",), "x_lora.py")
-    built = FamilyEntry.in_package("dit_lora.families.sana", names=("sana",), spec="sana_spec", options="SanaOptions")
-    assert built.build("sana").name == "sana"  # the spec function is called with the name
+    from dit_lora.families.sana import build_spec
+
+    built = FamilyEntry.in_package("dit_lora.families.sana", factory=build_spec, options=SanaOptions)
+    assert built.build("sana").name == "sana"  # the factory is called with the name
 
 
-def test_in_package_names_a_one_name_family_and_its_spec_function_after_its_folder():
-    """Left out, the names are the folder's name and the spec function is ``<folder>_spec``; stated, they win."""
-    entry = FamilyEntry.in_package("pkg.fam", options="FamOptions")
-    assert entry.names == ("fam",) and entry.factory == "pkg.fam.spec:fam_spec" and entry.recipe == "fam_lora.py"
-    stated = FamilyEntry.in_package("pkg.fam", names=("other",), spec="build", options="FamOptions")
-    assert stated.names == ("other",) and stated.factory == "pkg.fam.spec:build"
-    assert stated.demo_configs == ("other/demo.yaml",)
+def test_in_package_names_a_one_name_family_after_its_folder():
+    """Left out, the names are the folder's name; stated, they win."""
+    entry = FamilyEntry.in_package("pkg.fam", factory=fam_spec, options=Opts)
+    assert entry.names == ("fam",) and entry.recipe == "fam_lora.py"
+    stated = FamilyEntry.in_package("pkg.fam", names=("other",), factory=fam_spec, options=Opts)
+    assert stated.names == ("other",) and stated.demo_configs == ("other/demo.yaml",)
+
+
+def test_every_built_in_entry_holds_its_options_classes_and_a_function_of_its_package():
+    """No ``"module:attr"`` path: the options are classes of the family's options.py, the factory a function of its
+    ``__init__.py`` (which imports its spec.py in its body: go-to-definition follows it)."""
+    import importlib
+
+    from dit_lora.config.option import FamilyOptions
+    from dit_lora.registry import BUILT_IN, BUILT_IN_PACKAGE
+
+    for package in BUILT_IN:
+        module = importlib.import_module(f"{BUILT_IN_PACKAGE}.{package}")
+        entry = module.ENTRY
+        assert callable(entry.factory) and entry.factory.__module__ == module.__name__, package
+        for name in entry.names:
+            options = entry.options_for(name)
+            assert isinstance(options, type) and issubclass(options, FamilyOptions), (package, name)
+            assert options.__module__ == f"{module.__name__}.options", (package, name)

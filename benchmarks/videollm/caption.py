@@ -99,7 +99,7 @@ def main(argv=None) -> int:
         args.images, args.clips, args.max_new_tokens, args.batch_size = 3, 1, 4, 2
     import torch
 
-    from dit_lora.families.videollm import build_demo_model
+    from dit_lora.families.videollm.spec import build_demo_model
 
     work = Path(tempfile.mkdtemp(prefix="dit-lora-caption-bench-"))
     folder = make_folder(work / "data", args.images, args.clips)

@@ -25,9 +25,8 @@ class FamilySource(Protocol):
         """The family an alias stands for (``z-image`` -> ``zimage``); any other name as it is."""
         ...
 
-    def options_classes(self) -> dict[str, type | str]:
-        """Each family name -> its options class (or ``"module:Class"`` path), in registration order; a name that
-        declares none is left out."""
+    def options_classes(self) -> dict[str, type]:
+        """Each family name -> its options class, in registration order; a name that declares none is left out."""
         ...
 
     def pipelines_of(self, name: str) -> tuple[str, ...]:
@@ -44,7 +43,7 @@ class FamilySource(Protocol):
 
 
 _SOURCE: list[FamilySource] = []
-#: callbacks told of each registration (the names a callable factory built now, else ()) and removal (None)
+#: callbacks told of each registration (the names built and checked now, else ()) and removal (None)
 _WATCHERS: list[Callable[[tuple[str, ...] | None], None]] = []
 
 
@@ -62,8 +61,8 @@ def source() -> FamilySource:
 
 def on_change(callback: Callable[[tuple[str, ...] | None], None]) -> None:
     """Call ``callback(built)`` after each registration (``built``: the names whose spec was built and checked at
-    registration: a callable factory's; () for a lazy ``"module:attr"`` one) and ``callback(None)`` after each
-    removal. A callback that raises on a registration refuses it (the registry removes the entry again)."""
+    registration; () for a lazy entry, a built-in family's) and ``callback(None)`` after each removal. A callback
+    that raises on a registration refuses it (the registry removes the entry again)."""
     if callback not in _WATCHERS:
         _WATCHERS.append(callback)
 

@@ -9,7 +9,6 @@ about its owner: this module does.
 from __future__ import annotations
 
 import functools
-import importlib
 from dataclasses import Field, fields
 from typing import Any
 
@@ -19,11 +18,11 @@ from dit_lora.config.sections import SECTIONS, config_fields
 from dit_lora.core.errors import UserError
 
 #: options classes declared here directly (a test's family of its own); the registry's entries declare the rest
-_REGISTERED: dict[str, type[FamilyOptions] | str] = {}
+_REGISTERED: dict[str, type[FamilyOptions]] = {}
 
 
-def register_options(family: str, options: type[FamilyOptions] | str) -> None:
-    """Declare ``family``'s options class (or its ``"module:Class"`` path, imported when first needed)."""
+def register_options(family: str, options: type[FamilyOptions]) -> None:
+    """Declare ``family``'s options class."""
     _REGISTERED[family] = options
     _forget()
 
@@ -39,22 +38,17 @@ def _forget() -> None:
     _index.cache_clear()
 
 
-def _declared() -> dict[str, type[FamilyOptions] | str]:
-    """Each family name -> its options class (or ``"module:Class"`` path): the registry's entries, in registration
-    order (as :mod:`.families` tells them), then those declared here."""
-    found: dict[str, type[FamilyOptions] | str] = dict(families.source().options_classes())
+def _declared() -> dict[str, type]:
+    """Each family name -> its options class: the registry's entries, in registration order (as :mod:`.families`
+    tells them), then those declared here."""
+    found: dict[str, type] = dict(families.source().options_classes())
     found.update(_REGISTERED)
     return found
 
 
-def _load(path: str) -> type[FamilyOptions]:
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def _on_registry_change(built: tuple[str, ...] | None) -> None:
-    """The registry changed: drop what was derived from it; a family built at registration (``built``: a callable
-    factory's names) has its options class checked now, so a bad one is refused there (the registry removes it
+    """The registry changed: drop what was derived from it; a family built at registration (``built``: its names;
+    none for a lazy one) has its options class checked now, so a bad one is refused there (the registry removes it
     again)."""
     _forget()
     if built:
@@ -68,10 +62,9 @@ families.on_change(_on_registry_change)
 
 @functools.cache
 def _resolve(family: str) -> type[FamilyOptions]:
-    found = _declared().get(family)
-    if found is None:
+    cls = _declared().get(family)
+    if cls is None:
         return FamilyOptions
-    cls = _load(found) if isinstance(found, str) else found
     if not (isinstance(cls, type) and issubclass(cls, FamilyOptions)):
         raise TypeError(f"the options of family `{family}` must be a FamilyOptions dataclass, not {cls!r}")
     return cls

@@ -1,7 +1,7 @@
 """The option sections that say how a run goes: the optimisation (:class:`TrainingOptions`), checkpoints
 (:class:`CheckpointOptions`), validation samples and the tracker (:class:`ValidationOptions`), the Hub push
-(:class:`HubOptions`), the guards (:class:`GuardOptions`), kernels (:class:`KernelOptions`) and the rest
-(:class:`MiscOptions`). A resume may change their options unless one says otherwise (``SECTION_RESUME``).
+(:class:`HubOptions`), the guards (:class:`GuardOptions`), performance (fused kernels, attention, compile:
+:class:`PerformanceOptions`) and the rest (:class:`MiscOptions`). A resume may change their options unless one says otherwise (``SECTION_RESUME``).
 
 Each section is a frozen dataclass of fields declared with :func:`~dit_lora.config.option.opt`, carrying its help
 text in ``metadata["help"]``; ``--help``, the documentation's options reference and unknown-key suggestions are all
@@ -450,7 +450,7 @@ class GuardOptions:
 
 
 @dataclass(frozen=True)
-class KernelOptions:
+class PerformanceOptions:
     """Fused kernels, attention backend, torch.compile and the CPU's memory reuse."""
 
     cpu_reuse_memory: bool = opt(

@@ -46,8 +46,8 @@ from dit_lora.config.run_sections import (
     CheckpointOptions,
     GuardOptions,
     HubOptions,
-    KernelOptions,
     MiscOptions,
+    PerformanceOptions,
     TrainingOptions,
     ValidationOptions,
 )
@@ -90,10 +90,10 @@ __all__ = [
     "FamilyOptions",
     "GuardOptions",
     "HubOptions",
-    "KernelOptions",
     "LoraOptions",
     "MiscOptions",
     "ModelOptions",
+    "PerformanceOptions",
     "Range",
     "TrainConfig",
     "TrainingOptions",
@@ -129,7 +129,7 @@ class TrainConfig(Generic[FamilyOptionsT]):
     validation: ValidationOptions
     hub: HubOptions
     guards: GuardOptions
-    performance: KernelOptions
+    performance: PerformanceOptions
     misc: MiscOptions
     # the family's own options (not a flag: its fields are)
     family_options: FamilyOptionsT = field(metadata={"option": False})

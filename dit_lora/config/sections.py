@@ -19,8 +19,8 @@ from dit_lora.config.run_sections import (
     CheckpointOptions,
     GuardOptions,
     HubOptions,
-    KernelOptions,
     MiscOptions,
+    PerformanceOptions,
     TrainingOptions,
     ValidationOptions,
 )
@@ -37,7 +37,7 @@ SECTIONS: dict[str, tuple[type, str]] = {
     "validation": (ValidationOptions, "validation"),
     "hub": (HubOptions, "hub"),
     "guards": (GuardOptions, "guards"),
-    "kernels": (KernelOptions, "performance"),
+    "kernels": (PerformanceOptions, "performance"),
     "misc": (MiscOptions, "misc"),
 }
 #: the reference table, the summaries and --help have always listed --cpu_reuse_memory among the guards' options,

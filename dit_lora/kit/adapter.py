@@ -337,11 +337,11 @@ class KitCard:
         return license_of(cfg.model.family, cfg.model.path)
 
 
-class VideoCard(KitCard):
-    """``FamilySpec.card`` of a video family, built with its task (a
-    :class:`~dit_lora.kit.info_cache.VideoTask`, which names the pipeline: no ``info``): a video as the
-    placeholder prompt, the snippet's common fields (:meth:`video_snippet`) and the rows every video card starts and
-    ends with (:meth:`video_rows`)."""
+class VideoCard:
+    """``FamilySpec.card`` of a video family, a mixin before :class:`KitCard` (``class WanCard(VideoCard, KitCard)``),
+    built with its task (a :class:`~dit_lora.kit.info_cache.VideoTask`, which names the pipeline: no ``info``): a
+    video as the placeholder prompt, the snippet's common fields (:meth:`video_snippet`) and the rows every video
+    card starts and ends with (:meth:`video_rows`)."""
 
     placeholder_prompt = "a video"
 

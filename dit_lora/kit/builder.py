@@ -9,14 +9,13 @@ in the run's dtype, :class:`~.components.DiffusionPrecision`), nothing set up pe
 (:class:`~.adapter.KitAdapter`), where the family's exports can also write beside the adapter (its ComfyUI file),
 those exports as its adapter extras, and, where its clip buckets' component also says the model's frame rate (a video
 family's task), that component as its frame rate. Wiring: the loss takes the encoders,
-the samples take the encoders, the plan takes the encoders, the loss and the image buckets, and the model.
-:func:`folder_spec` goes one step further for a family laid out as the kit lays families out: it finds each component
-in its conventional module, so the family's ``spec.py`` names only what its folder does not say.
+the samples take the encoders, the plan takes the encoders, the loss and the image buckets, and the model. A family's
+``spec.py`` imports each of its own classes and passes them here by name (ARCHITECTURE.md, "What a new family adds"),
+so an editor's go-to-definition and the import graph lead from the spec to every component.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,6 @@ from dit_lora.kit.components import (
     DiffusionSetup,
 )
 from dit_lora.kit.demo_data import nearest_sizes
-from dit_lora.kit.text_conditioned import TextSettingsSetup
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
@@ -188,55 +186,3 @@ def diffusion_spec(
         plan=built_plan,
         **filled,
     )
-
-
-#: the kit's folder layout: each component's module in a family folder and how the name of its one class there ends
-ROLES = {
-    "model": ("model", "Model"),
-    "encoders": ("encoders", "Encoders"),
-    "loss": ("loss", "Loss"),
-    "samples": ("samples", "Samples"),
-    "plan": ("plan", "Plan"),
-    "card": ("adapter", "Card"),
-}
-
-
-def role_class(package: str, role: str) -> type:
-    """The one class of ``role`` (:data:`ROLES`) that ``package``'s module defines, refused in one sentence where the
-    module defines none or several (then the family's ``spec.py`` names it)."""
-    module_name, suffix = ROLES[role]
-    module = importlib.import_module(f"{package}.{module_name}")
-    found = [
-        value
-        for key, value in vars(module).items()
-        if isinstance(value, type) and key.endswith(suffix) and value.__module__ == module.__name__
-    ]
-    if len(found) != 1:
-        names = ", ".join(c.__name__ for c in found) or "none"
-        raise TypeError(
-            f"{module.__name__} must define one class whose name ends in {suffix!r} (found {names}); "
-            f"else name the family's {role} in its spec.py"
-        )
-    return found[0]
-
-
-def folder_spec(name: str, info: FamilyInfo, package: str, **components: Any) -> FamilySpec:
-    """The spec of a diffusion family whose folder follows the kit's layout (ARCHITECTURE.md, "Adding a family"):
-    ``model.py``'s model class built with ``info`` and the module's ``PARTS``, ``encoders.py``'s encoders, the loss,
-    samples and plan classes of ``loss.py``, ``samples.py`` and ``plan.py``, ``adapter.py``'s card built with
-    ``info``, the captions' settings set up into ``state.py``'s ``run_state`` (:class:`TextSettingsSetup`) and
-    ``model.py``'s ``DEMO`` (a class-conditional family states its own setup). ``components`` add to these or replace
-    them by name, as :func:`diffusion_spec` takes them; a component the family names is not looked up."""
-    model_module = importlib.import_module(f"{package}.model")
-    encoders = components.pop("encoders") if "encoders" in components else role_class(package, "encoders")()
-    found: dict[str, Callable[[], Any]] = {
-        "model": lambda: role_class(package, "model")(info, model_module.PARTS),
-        "loss": lambda: role_class(package, "loss"),
-        "samples": lambda: role_class(package, "samples"),
-        "plan": lambda: role_class(package, "plan"),
-        "card": lambda: role_class(package, "card")(info),
-        "setup": lambda: TextSettingsSetup(encoders, importlib.import_module(f"{package}.state").run_state),
-        "demo": lambda: model_module.DEMO,
-    }
-    stated = {role: make() for role, make in found.items() if role not in components}
-    return diffusion_spec(name, info, encoders=encoders, **stated, **components)

@@ -3,7 +3,8 @@
 A diffusion family (Sana, DiT, Wan, CogVideoX) encodes each sample once into latents and conditioning, caches them
 (``--cache_latents``, the default) and then releases its encoders; without the cache it encodes every batch on the
 fly. Validation decodes latents with the VAE, which waits off the accelerator between validations. A family
-subclasses the bases below, one per component of the spec, and writes only what is its own: how it encodes
+subclasses the bases below, one per component of the spec (the model's, :class:`~dit_lora.kit.loader.DiffusionModel`,
+lives beside the loader it calls), and writes only what is its own: how it encodes
 (:class:`DiffusionEncoders`), its loss (:class:`DiffusionLoss`), how it samples (:class:`DiffusionSamples`) and what
 the planner builds (:class:`DiffusionPlan`). The components that need another one (the loss encodes raw batches, the
 samples encode the validation prompt, the plan traces the loss) are handed it when the family builds its spec.
@@ -29,7 +30,6 @@ import torch
 from dit_lora.config.schema import ValidationOptions
 from dit_lora.contract.capabilities import ImageBuckets
 from dit_lora.contract.family import Components
-from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.fileio import atomic_write
 from dit_lora.data.aspect import run_buckets
 from dit_lora.data.cache import as_encoding
@@ -202,26 +202,6 @@ def encoded_plan_batches(
 
 
 # ---- the component bases ------------------------------------------------------------------------
-class DiffusionModel(ABC):
-    """``FamilySpec.model``: a family writes :meth:`validate_config` and :meth:`load_components`; LoRA goes on
-    ``--lora_layers`` or the family's default layers (``info.default_lora_layers``)."""
-
-    def __init__(self, info: FamilyInfo) -> None:
-        self.info = info
-
-    @abstractmethod
-    def validate_config(self, cfg: TrainConfig) -> None:
-        """Family-specific checks that read only small config files (never weights)."""
-
-    @abstractmethod
-    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
-        """The run's components on ``device`` (the model frozen), its typed state in ``comps.state``."""
-
-    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
-        """``--lora_layers``, else the family's default layers."""
-        return list(cfg.lora.lora_layers or self.info.default_lora_layers)
-
-
 class DiffusionEncoders(ABC):
     """``FamilySpec.encoders``: samples encoded once into the latent cache; a family says how and what changes it."""
 
@@ -415,7 +395,7 @@ class DiffusionPlan(ABC):
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What ``load_components`` loads, built from configs on the meta device (``depth``: that many blocks): the
-        kit model's own (:meth:`~dit_lora.kit.loader.KitModel.plan_components`)."""
+        kit model's own (:meth:`~dit_lora.kit.loader.DiffusionModel.plan_components`)."""
         if self.model is None:
             raise TypeError(f"{type(self).__name__} has no model to plan: build it with diffusion_spec, or override")
         return self.model.plan_components(cfg, read, depth, self.depth_key[1])

@@ -1,7 +1,9 @@
 """Rectified flow, with a guidance embedding where the transformer has one, shifted per batch as the pipeline samples
-that size (FLUX.1, FLUX.2, Chroma):
-:class:`GuidedFlowRun`, the run state, :class:`GuidedFlowModel`, the components built with it,
-:class:`GuidedFlowLoss`, the loss, and :class:`GuidedFlowPlan`, the memory plan of their two block lists.
+that size (FLUX.1, FLUX.2, Chroma, Krea 2, Ideogram 4):
+:class:`GuidedFlowRun`, the run state (its :meth:`~GuidedFlowRun.components`: the components built with it),
+:class:`GuidedFlowLoss`, the loss, and :class:`GuidedFlowPlan`, the memory plan of their two block lists. The loss and
+the plan are mixins beside the kit's base, as ``class FluxLoss(GuidedFlowLoss, DiffusionLoss)`` (so a family's class
+is one step from each and a variant of it, FLUX.1 Kontext's, two).
 
 As diffusers' FLUX training scripts: ``x_t = (1 - sigma) x0 + sigma eps``, the transformer given ``timestep = sigma``
 (it multiplies by 1000 itself) and, where it has the guidance embedding, one fixed guidance value (the family's
@@ -15,16 +17,16 @@ state class, how many tokens a latent grid is and how its transformer is called 
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.kit.components import DiffusionLoss, DiffusionPlan
-from dit_lora.kit.loader import BlockMix, KitModel, LoadedParts, plan_parts
-from dit_lora.kit.run_state import FlowRun
+from dit_lora.kit.loader import BlockMix, LoadedParts, plan_parts
+from dit_lora.kit.run_state import FamilyRun
 from dit_lora.modeling.flow_matching import (
     loss_weighting,
     noise_and_sigmas,
@@ -40,12 +42,15 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class GuidedFlowRun(FlowRun):
-    """The per-run state of a guided flow family (mutable: setup fills it in as it decides): the flow family's
-    (``text``: the caption length the pipeline pads to) and what the checkpoint is."""
+class GuidedFlowRun(FamilyRun):
+    """The per-run state of a guided flow family (mutable: setup fills it in as it decides): the caption length the
+    pipeline pads to and what the checkpoint is. (Its sigmas are drawn per batch from the shifted density, never
+    from the scheduler's tables: no ``flow_tables``, unlike :class:`~dit_lora.kit.run_state.FlowRun`.)"""
 
     #: the checkpoint's scheduler config (the dynamic shift's line and the validation sampler); {} until loaded
     scheduler_config: dict[str, Any] = field(default_factory=dict)
+    #: how captions are encoded (``--max_sequence_length`` and the family's own settings); set by ``configure``
+    text: TextSettings | None = None
     #: the transformer has a guidance embedding (guidance-distilled: FLUX.1 [dev], FLUX.2 [dev]; Chroma's config has
     #: no such key: none)
     guidance_embeds: bool = True
@@ -59,22 +64,11 @@ class GuidedFlowRun(FlowRun):
         return loaded.components(training_scheduler(loaded.scheduler_config), self)
 
 
-class GuidedFlowModel(KitModel):
-    """``FamilySpec.model`` of a guided flow family loaded by the kit: the components of the loaded parts with a new
-    run state of the family's (:attr:`state`), what the checkpoint is recorded in it."""
-
-    #: the family's run state (``comps.state``)
-    state: type[GuidedFlowRun] = GuidedFlowRun
-
-    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device | None) -> Components:
-        """:meth:`GuidedFlowRun.components` of the loaded parts (from the folder, or on the meta device for a plan)."""
-        return self.state().components(loaded)
-
-
-class GuidedFlowLoss(DiffusionLoss):
-    """``FamilySpec.loss``: the guided rectified-flow loss of one micro-batch (batches prepared by the diffusion
-    base). A family states :attr:`state`, :attr:`shift_option`, :attr:`guidance_option`, :meth:`image_tokens` and
-    :meth:`predict`."""
+class GuidedFlowLoss(ABC):
+    """``FamilySpec.loss``: the guided rectified-flow loss of one micro-batch, a mixin before the kit's
+    :class:`~dit_lora.kit.components.DiffusionLoss` (which prepares the batches): ``class FluxLoss(GuidedFlowLoss,
+    DiffusionLoss)``. A family states :attr:`state`, :attr:`shift_option`, :attr:`guidance_option`,
+    :meth:`image_tokens` and :meth:`predict`."""
 
     #: the family's run state (``comps.state``)
     state: type[GuidedFlowRun] = GuidedFlowRun
@@ -116,14 +110,19 @@ class GuidedFlowLoss(DiffusionLoss):
         return weighted_or_masked_mse(pred, velocity_target(latents, noise), weighting, batch, cfg)
 
 
-class GuidedFlowPlan(DiffusionPlan):
-    """``FamilySpec.plan`` of a guided flow family, whose transformer has two block lists planned a unit at a time
-    (:attr:`units`, the kit's :class:`~dit_lora.kit.loader.BlockMix`): the kit model's components on
-    the meta device with the run's text settings in their state, and the caption embeddings padded to the run's text
-    length at the transformer's ``joint_attention_dim`` (a family adds the rest of its cached conditioning)."""
+class GuidedFlowPlan:
+    """``FamilySpec.plan`` of a guided flow family, a mixin before the kit's
+    :class:`~dit_lora.kit.components.DiffusionPlan` (``class FluxPlan(GuidedFlowPlan, DiffusionPlan)``), whose
+    transformer has two block lists planned a unit at a time (:attr:`units`, the kit's
+    :class:`~dit_lora.kit.loader.BlockMix`): the kit model's components on the meta device with the run's text
+    settings in their state, and the caption embeddings padded to the run's text length at the transformer's
+    ``joint_attention_dim`` (a family adds the rest of its cached conditioning)."""
 
     #: the planned units: one block of the first list with its share of the second
     units: BlockMix = BlockMix()
+    #: the family's model and encoders (:class:`~dit_lora.kit.components.DiffusionPlan`'s, wired by ``diffusion_spec``)
+    model: Any
+    encoders: Any
 
     @property
     def swap_depth_keys(self) -> tuple[tuple[str, str], ...]:

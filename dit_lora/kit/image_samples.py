@@ -3,12 +3,13 @@
 From the in-memory transformer: the family's pipeline without text encoders (the cached prompt embeddings), the VAE
 moved in to decode, the checkpoint's sampler; from the reloaded pipeline: the prompt. Both through
 :func:`~.sampling.square_images` (``--resolution`` square, the validation steps, a seeded generator, ``no_grad``).
-A family states its pipeline class, its sampler and each call's own arguments.
+A family's samples are ``class SanaSamples(SquareImageSamples, DiffusionSamples)``; it states its pipeline class, its
+sampler and each call's own arguments.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.kit.components import DiffusionSamples, vae_on
+from dit_lora.kit.components import vae_on
 from dit_lora.kit.sampling import square_images
 
 if TYPE_CHECKING:
@@ -39,8 +40,9 @@ def decoding_in_vae_dtype(vae: Any) -> Iterator[None]:
             vae.decode = own
 
 
-class SquareImageSamples(DiffusionSamples):
-    """``FamilySpec.samples``: the family's pipeline at ``--resolution`` (PNG files)."""
+class SquareImageSamples(ABC):
+    """``FamilySpec.samples``: the family's pipeline at ``--resolution`` (PNG files), a mixin before the kit's
+    :class:`~dit_lora.kit.components.DiffusionSamples` (which holds the encoders and writes the PNG files)."""
 
     #: the diffusers pipeline class name, e.g. ``"SanaPipeline"``
     pipeline: str = ""

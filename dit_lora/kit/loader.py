@@ -14,10 +14,10 @@ block swap) edits this file, not the families:
 4. ``cache_parking.park_for_load``: ``--blocks_to_swap``'s blocks and, while the cache is built, the others stay
    in host memory through ``.to()``;
 5. ``.to(device)``: the transformer, the VAE, the text encoders, the extra modules;
-6. the family's :meth:`KitModel.build_components`: the scheduler and its state from the loaded parts.
+6. the family's :meth:`DiffusionModel.build_components`: the scheduler and its state from the loaded parts.
 
 The memory plan builds the same parts on the meta device from their configs (:func:`plan_parts`), so a family's
-``plan_components`` is its ``build_components`` of them (:meth:`KitModel.plan_components`, which the kit's
+``plan_components`` is its ``build_components`` of them (:meth:`DiffusionModel.plan_components`, which the kit's
 ``DiffusionPlan`` calls by default).
 
 Classes are named as strings and looked up in diffusers or transformers at load time (:func:`model_class`): the
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -38,7 +38,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.quiet import dtype_kwarg
-from dit_lora.kit.components import DiffusionModel, DiffusionPrecision
+from dit_lora.kit.components import DiffusionPrecision
 from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,
     check_safetensors,
@@ -62,7 +62,7 @@ class TextEncoder:
     tokenizer's subfolder is the tokenizer's key.
     """
 
-    #: the transformers class, e.g. ``"AutoModel"`` or ``"T5EncoderModel"`` (:meth:`KitModel.text_encoder_class`
+    #: the transformers class, e.g. ``"AutoModel"`` or ``"T5EncoderModel"`` (:meth:`DiffusionModel.text_encoder_class`
     #: may choose another per folder, as FLUX.2's dev and klein do)
     cls: str
     subfolder: str = "text_encoder"
@@ -135,7 +135,7 @@ def published_parts(
 
 @dataclass
 class LoadedParts:
-    """What :func:`load_pipeline` loaded, handed to the family's :meth:`KitModel.build_components` (the modules as
+    """What :func:`load_pipeline` loaded, handed to the family's :meth:`DiffusionModel.build_components` (the modules as
     ``Any``: diffusers' and transformers' classes, whose ``config`` the families read)."""
 
     #: the transformer(s) by key: ``{"transformer": ...}``, or Wan A14B's ``{"high": ..., "low": ...}``
@@ -145,7 +145,7 @@ class LoadedParts:
     text_encoders: dict[str, Any] = field(default_factory=dict)
     #: by subfolder
     tokenizers: dict[str, Any] = field(default_factory=dict)
-    #: what :meth:`KitModel.extra_encoders` loaded (a processor, an image encoder)
+    #: what :meth:`DiffusionModel.extra_encoders` loaded (a processor, an image encoder)
     extra: dict[str, Any] = field(default_factory=dict)
     scheduler_config: dict = field(default_factory=dict)
 
@@ -188,14 +188,24 @@ def model_class(library: Literal["diffusers", "transformers"], name: str) -> Any
     return getattr(transformers, name)
 
 
-class KitModel(DiffusionModel):
-    """``FamilySpec.model`` of a diffusion family loaded by the kit: the family states its :class:`PipelineParts`
-    (``parts``, or :meth:`pipeline_parts` where they depend on the run) and builds its components from what was
-    loaded (:meth:`build_components`); :meth:`load_components` is :func:`load_pipeline`, the same for every family."""
+class DiffusionModel(ABC):
+    """``FamilySpec.model`` of a diffusion family, loaded by the kit: the family writes its checks
+    (:meth:`validate_config`), states its :class:`PipelineParts` (``parts``, or :meth:`pipeline_parts` where they
+    depend on the run) and builds its components from what was loaded (:meth:`build_components`);
+    :meth:`load_components` is :func:`load_pipeline`, the same for every family. LoRA goes on ``--lora_layers`` or the
+    family's default layers (``info.default_lora_layers``)."""
 
     def __init__(self, info: FamilyInfo, parts: PipelineParts | None = None) -> None:
-        super().__init__(info)
+        self.info = info
         self.parts = parts
+
+    @abstractmethod
+    def validate_config(self, cfg: TrainConfig) -> None:
+        """Family-specific checks that read only small config files (never weights)."""
+
+    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
+        """``--lora_layers``, else the family's default layers."""
+        return list(cfg.lora.lora_layers or self.info.default_lora_layers)
 
     def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """What the family's pipeline folder holds: its ``parts`` (a family whose parts depend on the run, on its
@@ -210,7 +220,8 @@ class KitModel(DiffusionModel):
         typed state."""
 
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
-        """:func:`load_pipeline`."""
+        """The run's components on ``device`` (the model frozen), its typed state in ``comps.state``:
+        :func:`load_pipeline`."""
         return load_pipeline(self, cfg, device)
 
     def plan_components(
@@ -244,7 +255,7 @@ class KitModel(DiffusionModel):
 def image_encoder_parts(cfg: TrainConfig, common: dict[str, Any], encoder: str, processor: str, folder: str) -> dict:
     """An image-to-video pipeline's image encoder (the transformers class ``encoder``, fp32, eval) from
     ``image_encoder/`` and its processor (``processor``) from ``folder``, under the pipeline's keywords
-    (``image_encoder`` and ``folder``): a :meth:`KitModel.extra_encoders` (``common``: revision, safetensors only)."""
+    (``image_encoder`` and ``folder``): a :meth:`DiffusionModel.extra_encoders` (``common``: revision, safetensors only)."""
     path = cfg.model.pretrained_model_name_or_path
     assert path is not None  # the parser refuses a run without one (validate_static)
     revision: Any = cfg.model.revision  # None is transformers' default ("main")
@@ -289,7 +300,7 @@ def check_pipeline_files(parts: PipelineParts, cfg: TrainConfig) -> None:
             check_tokenizer_packages(cfg.model.path, encoder.tokenizer, cfg.model.revision)
 
 
-def load_pipeline(model: KitModel, cfg: TrainConfig, device: torch.device) -> Components:
+def load_pipeline(model: DiffusionModel, cfg: TrainConfig, device: torch.device) -> Components:
     """Load ``model``'s pipeline in the kit's order (the module's docstring) and return the family's components."""
     parts = model.pipeline_parts(cfg)
     loaded = read_parts(model, parts, cfg)
@@ -346,7 +357,7 @@ def freeze(transformers: Iterable[Any], vae: Any, text_encoders: Iterable[Any] =
             encoder.requires_grad_(False).eval()
 
 
-def read_parts(model: KitModel, parts: PipelineParts, cfg: TrainConfig) -> LoadedParts:
+def read_parts(model: DiffusionModel, parts: PipelineParts, cfg: TrainConfig) -> LoadedParts:
     """Every part read from the folder (or the Hub), in the run's dtypes; a failure is ``load_error``'s paragraph."""
     path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
     common = {

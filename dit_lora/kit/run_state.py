@@ -1,6 +1,6 @@
-"""What a diffusion run decides, kept in ``comps.state``: :class:`RunState`, the base of every family's state
-dataclass (:meth:`RunState.of`: the state, an empty one put there first for components built by hand;
-:meth:`RunState.required`: a part loading sets, refused by its name where such components lack it),
+"""What a diffusion run decides, kept in ``comps.state``: :class:`FamilyRun`, the base of every family's state
+dataclass (:meth:`FamilyRun.of`: the state, an empty one put there first for components built by hand;
+:meth:`FamilyRun.required`: a part loading sets, refused by its name where such components lack it),
 :class:`FlowRun`, the state of a text-conditioned rectified-flow family (the checkpoint's scheduler config, the
 training scheduler's flow tables, the run's text settings), and :class:`EpsilonRun`, the state of an
 epsilon-prediction DDPM family (the checkpoint's scheduler config, a learned sigma's output layout)."""
@@ -18,7 +18,7 @@ from dit_lora.kit.text_conditioned import run_tables
 T = TypeVar("T")
 
 
-class RunState:
+class FamilyRun:
     """A family's per-run state (a dataclass whose fields all have defaults: loading and setup fill them in)."""
 
     @classmethod
@@ -41,7 +41,7 @@ class RunState:
 
 
 @dataclass
-class FlowRun(RunState):
+class FlowRun(FamilyRun):
     """The per-run state a text-conditioned rectified-flow family keeps (mutable: the setup and data stages fill it
     in as they decide)."""
 
@@ -59,7 +59,7 @@ class FlowRun(RunState):
 
 
 @dataclass
-class EpsilonRun(RunState):
+class EpsilonRun(FamilyRun):
     """The per-run state an epsilon-prediction DDPM family keeps (DiT, PixArt-alpha): the checkpoint's scheduler
     config and the transformer's output layout (:func:`output_layout`)."""
 

@@ -1,8 +1,8 @@
 """What the text-conditioned diffusion families (Sana, SANA-Video, Z-Image, FLUX.2, Qwen-Image) share: the cache
 identity of a run's encoders, the setup that records the run's text settings, the run's flow tables kept in its
 state, and the memory plan's transformer + VAE + text encoder on the meta device; and the caption encoders of a
-pipeline whose captions have only a length (:class:`LengthCaptions`) or that prefixes a complex human instruction
-(:class:`InstructedCaptions`).
+pipeline whose captions have only a length (:class:`LengthCaptions`, a mixin: ``class FluxEncoders(LengthCaptions,
+DiffusionEncoders)``) or that prefixes a complex human instruction (:class:`InstructedCaptions`).
 
 A family states only what differs: the key its model stamp is stored under (kept as each family first wrote it,
 so existing caches keep their names), the settings its captions are encoded with, its own ``run_state`` and its
@@ -18,7 +18,7 @@ import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.kit.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.kit.components import DiffusionEncoders
 from dit_lora.kit.conditioning import inspect_clips
 from dit_lora.kit.latents import model_identity
 from dit_lora.kit.prompts import (
@@ -51,11 +51,13 @@ def encoder_identity(
     }
 
 
-class LengthCaptions(DiffusionEncoders):
+class LengthCaptions:
     """``FamilySpec.encoders``' captions for a pipeline whose captions' only setting is their length (its
-    ``encode_prompt``'s ``max_sequence_length``): the run's text settings, the cache identity they are part of, and the
-    length the run recorded, which a family's ``encode_prompts`` encodes at. A family states its
-    :attr:`caption_length` and the name (and stamp key, and what it adds) its cache identity keeps."""
+    ``encode_prompt``'s ``max_sequence_length``), a mixin before the kit's
+    :class:`~dit_lora.kit.components.DiffusionEncoders` (``class FluxEncoders(LengthCaptions, DiffusionEncoders)``):
+    the run's text settings, the cache identity they are part of, and the length the run recorded, which a family's
+    ``encode_prompts`` encodes at. A family states its :attr:`caption_length` and the name (and stamp key, and what
+    it adds) its cache identity keeps."""
 
     #: ``--max_sequence_length``, else the pipeline's default
     caption_length: CaptionLength
@@ -148,10 +150,11 @@ class InstructedCaptions(DiffusionEncoders):
         )
 
 
-class TextSettingsSetup(DiffusionSetup):
+class TextSettingsSetup:
     """``FamilySpec.setup``: the run's :class:`~dit_lora.contract.capabilities.TextSettings` recorded in its run
-    state once the components load (what the family's ``encode_prompts`` encodes with). A family gives its own
-    ``run_state`` function (a subclass that does more may set :attr:`run_state` instead)."""
+    state once the components load (what the family's ``encode_prompts`` encodes with); the samples are not
+    inspected (as :class:`~dit_lora.kit.components.DiffusionSetup`, the setup that does nothing). A family gives its
+    own ``run_state`` function (a subclass that does more may set :attr:`run_state` instead)."""
 
     #: the family's ``run_state(comps)``: its typed ``comps.state`` (with a ``text`` field)
     run_state: Callable[[Components], Any]
@@ -164,6 +167,9 @@ class TextSettingsSetup(DiffusionSetup):
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Record the run's text settings in the family's run state."""
         self.run_state(comps).text = self.encoders.text_settings(cfg)
+
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+        """Check the screened samples against the loaded model (nothing here)."""
 
 
 class ClipSetup(TextSettingsSetup):

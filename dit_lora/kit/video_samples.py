@@ -4,13 +4,14 @@ From the in-memory transformer: the family's pipeline without text encoders (the
 once per video: the pipelines make one video per prompt), the VAE moved in to decode, the checkpoint's sampler, a
 seeded generator on the model's device, under ``no_grad``. From the reloaded pipeline: the prompt, once per video.
 Both at the run's first bucket and validation settings; each video written as mp4 at the family's frame rate. A
-family states its pipeline class, sampler, size and rate, and the call's own arguments (its hooks below); a family
-with a :class:`~.info_cache.VideoTask` takes the first three from it (:class:`TaskVideoSamples`).
+family's samples are ``class WanSamples(VideoSamples, DiffusionSamples)``, built with its task (a
+:class:`~.info_cache.VideoTask`, whose pipeline class, first bucket and rate they take) and encoders; a family states
+its sampler and the call's own arguments (the hooks below).
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,16 +19,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.kit.components import DiffusionSamples, vae_on
-from dit_lora.kit.info_cache import VideoTask
+from dit_lora.kit.components import vae_on
 from dit_lora.output.video import write_video
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
-class VideoSamples(DiffusionSamples):
-    """``FamilySpec.samples`` of a video family: the pipeline's videos (lists of PIL frames) of the first bucket."""
+class VideoSamples:
+    """``FamilySpec.samples`` of a video family, a mixin before the kit's
+    :class:`~dit_lora.kit.components.DiffusionSamples` (which holds the encoders and picks the sampler): the
+    pipeline's videos (lists of PIL frames) of the first bucket."""
 
     #: the pipelines' keyword for the frame count (SANA-Video's pipelines say ``frames``)
     frames_keyword = "num_frames"
@@ -38,18 +40,26 @@ class VideoSamples(DiffusionSamples):
     #: the in-memory model's device is its first trained parameter's (not its first parameter's, which a swapped
     #: or offloaded block may keep in host memory)
     device_from_trained = False
+    #: the in-memory pipeline's scheduler (:class:`~dit_lora.kit.components.DiffusionSamples`' or the family's)
+    sampler: Callable[[Components], Any]
 
-    @abstractmethod
+    def __init__(self, task: Any, *args: Any, **kwargs: Any) -> None:
+        """``task``: the family's video task (its buckets, rate and pipeline); ``args``, ``kwargs``: the kit base's
+        (the encoders)."""
+        super().__init__(*args, **kwargs)
+        self.task = task
+
     def video_size(self, cfg: TrainConfig) -> tuple[int, int, int]:
         """``(frames, height, width)`` of the validation videos: the run's first bucket."""
+        return self.task.video_buckets(cfg)[0]
 
-    @abstractmethod
     def fps(self, cfg: TrainConfig) -> int:
-        """The frame rate the videos are written at."""
+        """The frame rate the videos are written at: the checkpoint's, in whole frames per second."""
+        return round(self.task.model_fps(cfg))
 
-    @abstractmethod
     def pipeline_class(self) -> Any:
-        """The diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""
+        """The task's diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""
+        return self.task.pipeline_class()
 
     def call_kwargs(
         self, cfg: TrainConfig, generator: torch.Generator, num_videos: int, comps: Components | None = None
@@ -133,24 +143,3 @@ class VideoSamples(DiffusionSamples):
     def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """A validation video (list of PIL frames) as ``stem.mp4`` at :meth:`fps`."""
         return write_video(sample, Path(stem).with_suffix(".mp4"), fps=self.fps(cfg))
-
-
-class TaskVideoSamples(VideoSamples):
-    """:class:`VideoSamples` of a family's :class:`~.info_cache.VideoTask`: its first bucket, its rate in whole frames
-    per second and its pipeline; a family states its sampler and the call's own arguments."""
-
-    def __init__(self, task: VideoTask, encoders) -> None:
-        super().__init__(encoders)
-        self.task = task
-
-    def video_size(self, cfg: TrainConfig) -> tuple[int, int, int]:
-        """The run's first bucket."""
-        return self.task.video_buckets(cfg)[0]
-
-    def fps(self, cfg: TrainConfig) -> int:
-        """The checkpoint's rate, in whole frames per second."""
-        return round(self.task.model_fps(cfg))
-
-    def pipeline_class(self) -> Any:
-        """The task's pipeline."""
-        return self.task.pipeline_class()

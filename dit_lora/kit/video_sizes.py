@@ -1,6 +1,7 @@
 """The clips a video family trains and plans: :func:`clip_buckets` (the run's ``(frames, height, width)`` buckets of a
 transformer whose positions are computed per input size), :class:`ClipData` (clips decoded to them),
-:func:`clip_batches` (the planner's clip micro-batches, :class:`ClipPlan`'s) and :class:`OneClipPerStep` (the
+:func:`clip_batches` (the planner's clip micro-batches, :class:`ClipPlan`'s: a mixin, ``class WanPlan(ClipPlan,
+DiffusionPlan)``) and :class:`OneClipPerStep` (the
 batch size every video family defaults to)."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dit_lora.data.data_sets import distinct, set_configs
 from dit_lora.data.frames import automatic_buckets, check_num_frames, most_tokens, resolution_buckets
 from dit_lora.data.prepare_cache import cache_root_for
 from dit_lora.data.video_prepare import VideoMedia
-from dit_lora.kit.components import DiffusionData, DiffusionPlan
+from dit_lora.kit.components import DiffusionData
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -62,12 +63,14 @@ class ClipData(DiffusionData):
         return VideoMedia(cfg, spec, cache_root_for(cfg.data))
 
 
-class ClipPlan(DiffusionPlan):
-    """``FamilySpec.plan`` of a video family: clips ``(B, F, 3, H, W)`` of the buckets ``task`` gives (its
+class ClipPlan:
+    """``FamilySpec.plan`` of a video family, a mixin before the kit's :class:`~dit_lora.kit.components.DiffusionPlan`
+    (``class WanPlan(ClipPlan, DiffusionPlan)``): clips ``(B, F, 3, H, W)`` of the buckets ``task`` gives (its
     ``FamilySpec.video_frames``); a family states its components and conditioning."""
 
-    def __init__(self, task: VideoFrames, encoders, loss) -> None:
-        super().__init__(encoders, loss)
+    def __init__(self, task: VideoFrames, *args: Any, **kwargs: Any) -> None:
+        """``task``: the family's video frames; ``args``, ``kwargs``: the kit base's (the encoders and the loss)."""
+        super().__init__(*args, **kwargs)
         self.task = task
 
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:

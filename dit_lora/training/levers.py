@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from dit_lora.config.schema import KernelOptions
+from dit_lora.config.schema import PerformanceOptions
 from dit_lora.data.batches import PRIOR
 from dit_lora.kernels import kernel_runtime, patch_model
 from dit_lora.kernels.monitor import install_sample_mixing_modulate
@@ -259,7 +259,7 @@ def for_run(hooks: Hooks) -> Features:
     return Features([Drills(hooks), DataSets(), KernelChecks(), Compile(), BlockSwap(), ActivationOffload(), EMA()])
 
 
-def kernel_switches(kernels: KernelOptions) -> dict[str, Any]:
+def kernel_switches(kernels: PerformanceOptions) -> dict[str, Any]:
     """patch_model's switches from the kernels section of the config."""
     return {
         "kernels": kernels.kernels,

@@ -13,7 +13,7 @@ from dit_lora.captioning.captioner import captioner_config, captioners, check_ad
 from dit_lora.captioning.media import MediaFile, read_media
 from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.clips import write_moving_square_clip
-from dit_lora.families.videollm import ARCHITECTURES, build_demo_model
+from dit_lora.families.videollm.spec import ARCHITECTURES, build_demo_model
 from dit_lora.families.videollm.prompts import build_generation_prompt
 
 PROMPT = "Describe this in a few words."

@@ -14,7 +14,7 @@ from PIL import Image
 
 from dit_lora.commands.cli import main
 from dit_lora.data.synthetic.clips import write_moving_square_clip
-from dit_lora.families.videollm import build_demo_model
+from dit_lora.families.videollm.spec import build_demo_model
 from dit_lora.families.wan.demo import build_tiny_wan_pipeline
 
 from helpers import ROOT

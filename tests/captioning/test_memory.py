@@ -8,7 +8,7 @@ import torch
 
 from dit_lora.captioning.captioner import captioner_config, load_captioner
 from dit_lora.captioning.memory import GIB_16, caption_memory, kv_cache_bytes
-from dit_lora.families.videollm import build_demo_model
+from dit_lora.families.videollm.spec import build_demo_model
 from dit_lora.plan.fake import module_bytes
 
 

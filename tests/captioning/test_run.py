@@ -23,7 +23,7 @@ from dit_lora.captioning.options import CaptionOptions
 from dit_lora.captioning.run import caption_folder
 from dit_lora.captioning.writer import JOURNAL, METADATA
 from dit_lora.data.synthetic.clips import write_moving_square_clip
-from dit_lora.families.videollm import build_demo_model
+from dit_lora.families.videollm.spec import build_demo_model
 
 from helpers import ROOT
 

@@ -15,7 +15,7 @@ from dit_lora.captioning.run import caption_folder
 from dit_lora.captioning.training_file import write_training_file
 from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.clips import write_moving_square_clip
-from dit_lora.families.videollm import build_demo_model
+from dit_lora.families.videollm.spec import build_demo_model
 
 from videollm_e2e import train_in_process
 

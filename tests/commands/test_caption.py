@@ -52,7 +52,7 @@ def test_training_file_from_the_command_line(tmp_path, capsys):
 
 
 def test_a_failed_file_exits_1_and_names_it(tmp_path, capsys):
-    from dit_lora.families.videollm import build_demo_model
+    from dit_lora.families.videollm.spec import build_demo_model
 
     tiny = build_demo_model("qwen2_5_vl", tmp_path / "tiny")
     folder = tmp_path / "data"

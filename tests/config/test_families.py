@@ -71,15 +71,20 @@ def test_family_choices_read_whatever_source_is_installed():
 
 
 def test_a_registration_and_a_removal_are_announced():
-    """The registry announces a callable factory's names (built and checked now) and a removal (None)."""
+    """The registry announces the names it built and checked now (none for a lazy entry) and a removal (None)."""
+    from dit_lora.families.wan.options import WanOptions
+
     seen: list = []
     families.on_change(seen.append)
-    entry = registry.FamilyEntry(names=("tiny_port",), factory=tiny_spec, options="dit_lora.families.wan.options:WanOptions")
+    entry = registry.FamilyEntry(names=("tiny_port",), factory=tiny_spec, options=WanOptions)
     try:
         registry.register_family(entry)
         assert seen == [("tiny_port",)] and options_class("tiny_port") is options_class("wan")
         registry.unregister_family(entry)
         assert seen == [("tiny_port",), None] and "tiny_port" not in families.source().options_classes()
+        registry.register_family(entry, lazy=True)  # a built-in family's way: nothing built, nothing checked yet
+        assert seen == [("tiny_port",), None, ()] and families.source().options_classes()["tiny_port"] is WanOptions
+        registry.unregister_family(entry)
     finally:
         families._WATCHERS.remove(seen.append)
         if "tiny_port" in registry.available():

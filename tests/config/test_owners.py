@@ -91,9 +91,9 @@ def test_yaml_with_another_familys_key_is_refused(tmp_path):
     with pytest.raises(UserError) as caught:
         parse_config(MIN + ["--config", str(path)])
     text = str(caught.value)
-    from dit_lora.families.videollm import ARCHITECTURES
+    from dit_lora.families.videollm import MODEL_CLASSES
 
-    *first, last = ARCHITECTURES  # every video-LLM family owns num_frames, however many there are
+    *first, last = MODEL_CLASSES  # every video-LLM family owns num_frames, however many there are
     assert text.startswith(f"`num_frames` in {path} is an option of the {', '.join(first)} and {last} families")
     assert f"this run trains sana (`family:` in {path})" in text and f"remove `num_frames` from {path}" in text
     # the same key with the YAML naming its family parses; the command line's --family wins over the YAML

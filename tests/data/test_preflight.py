@@ -418,7 +418,7 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
     from dit_lora.families.videollm.data import load_qa_samples
     from dit_lora.families.videollm.media import VideoQAMedia
-    from dit_lora.families.videollm import build_demo_model
+    from dit_lora.families.videollm.spec import build_demo_model
 
     annotation = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, seed=2)
     write_corrupt_clip(tmp_path / "qa" / "corrupt.mp4")

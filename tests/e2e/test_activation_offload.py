@@ -135,7 +135,7 @@ def test_sanavideo_offloads(clips, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["llava_next_video", "internvl", "qwen3_vl"])
 def test_a_video_llm_offloads_its_language_model(family, tmp_path):
-    from dit_lora.families.videollm import build_demo_model
+    from dit_lora.families.videollm.spec import build_demo_model
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
 
     model_dir = build_demo_model(family, tmp_path / family)

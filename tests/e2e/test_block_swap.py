@@ -149,7 +149,7 @@ def test_qwen3_vl_with_a_swapped_decoder_layer_is_bitwise_the_run_without(tmp_pa
     from accelerate.state import AcceleratorState
 
     from dit_lora.config import parse_config
-    from dit_lora.families.videollm import build_demo_model
+    from dit_lora.families.videollm.spec import build_demo_model
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
     from dit_lora.modeling.swap_hooks import BlockSwap
     from dit_lora.training.loop import train

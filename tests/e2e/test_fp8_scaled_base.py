@@ -176,7 +176,7 @@ def test_wan_2_2_a14b_fp8_scaled_converts_both_experts_and_each_reloads_into_its
 def video_llms(tmp_path_factory):
     """``video_llms(family)``: (its tiny model folder, 4 video QA samples), built by the family's own demo builder
     the first time it is asked for (LLaVA-NeXT-Video reads the VideoChat2 layout, the others the chat one)."""
-    from dit_lora.families.videollm import build_demo_model
+    from dit_lora.families.videollm.spec import build_demo_model
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
 
     root, built = tmp_path_factory.mktemp("vlm-fp8"), {}
@@ -198,7 +198,7 @@ def test_video_llm_fp8_scaled_language_model_skips_a_nan_and_reloads_with_peft(f
     loaded (the family's skip list, as for nf4), so the projector trains in full; PEFT reloads onto fp32."""
     from peft import PeftModel
 
-    from dit_lora.families.videollm import architecture_spec
+    from dit_lora.families.videollm.spec import architecture_spec
     from dit_lora.output.names import BACKBONE_FILE
 
     model_dir, annotation = video_llms(family)

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("av")
 
 from dit_lora.commands.cli import main as cli_main  # noqa: E402
-from dit_lora.families.videollm import build_demo_model  # noqa: E402
+from dit_lora.families.videollm.spec import build_demo_model  # noqa: E402
 from dit_lora.families.videollm.demo_clips import make_qa_dataset  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")

@@ -48,7 +48,7 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
     from peft import PeftModel
 
     from dit_lora import load_adapter
-    from dit_lora.families.videollm import architecture_spec as spec_for
+    from dit_lora.families.videollm.spec import architecture_spec as spec_for
 
     from dit_lora.modeling.block_swap import installed
 
@@ -163,7 +163,7 @@ def test_demo_config_trains_and_answers_with_the_reloaded_adapter(tmp_path):
 
 def test_liger_without_a_gpu_is_a_note_and_the_hidden_state_loss_equals_the_models(assets, tmp_path, capsys):
     from dit_lora.families.videollm.liger import apply_liger, hidden_state_loss, plain_loss
-    from dit_lora.families.videollm import architecture_spec as spec_for
+    from dit_lora.families.videollm.spec import architecture_spec as spec_for
 
     spec = spec_for("llava_next_video")
     model = spec.load_model(assets["llava"], torch.float32)

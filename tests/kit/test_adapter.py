@@ -268,7 +268,10 @@ def test_a_video_card_writes_one_video_at_the_models_frame_rate_and_the_familys_
     from dit_lora.kit.adapter import VideoCard
     from dit_lora.output.video import snippet_write_video
 
-    card = VideoCard(ClipTask())
+    class Card(VideoCard, KitCard):  # as a video family's card is
+        pass
+
+    card = Card(ClipTask())
     snippet = card.video_snippet(_clip_cfg(), "me/lora", vae="AutoencoderKLWan", call_args=[card.prompt(_clip_cfg())])
     assert (snippet.pipeline, snippet.base, snippet.repo, snippet.base_name) == ("WanPipeline", "me/base", "me/lora",
                                                                                   "model_id")

@@ -3,6 +3,7 @@ other, and a family's own component wins."""
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -15,6 +16,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.kit import components as base
 from dit_lora.kit.adapter import KitAdapter, KitCard
 from dit_lora.kit.builder import AnyAspect, LatentGrid, PatchPoints, default_components, diffusion_spec
+from dit_lora.kit.loader import DiffusionModel
 
 INFO = FamilyInfo(pipeline_class_name="SanaPipeline")
 
@@ -23,9 +25,12 @@ class Encoders(PoolingEncoding, base.DiffusionEncoders):
     pass
 
 
-class Model(base.DiffusionModel):
+class Model(DiffusionModel):
     def validate_config(self, cfg):
         pass
+
+    def build_components(self, cfg, loaded, device):
+        raise NotImplementedError
 
     def load_components(self, cfg, device):
         raise NotImplementedError
@@ -131,11 +136,11 @@ def test_a_video_task_that_says_the_frame_rate_is_the_frame_rate_unless_the_fami
 
 
 def test_a_kit_model_stated_with_its_parts_hands_them_out_and_their_precision_is_the_specs():
-    """A KitModel built with its PipelineParts needs no pipeline_parts of its own, and the spec's precision is the
+    """A DiffusionModel built with its PipelineParts needs no pipeline_parts of its own, and the spec's precision is the
     parts' (stated once); a family's own precision still wins, and a model without parts says so."""
-    from dit_lora.kit.loader import KitModel, PipelineParts
+    from dit_lora.kit.loader import DiffusionModel, PipelineParts
 
-    class Parted(KitModel):
+    class Parted(DiffusionModel):
         def validate_config(self, cfg):
             pass
 
@@ -215,7 +220,7 @@ def test_the_plan_builds_the_kit_models_own_components_on_the_meta_device(monkey
 
     seen = []
 
-    class KitModel(loader.KitModel):
+    class ToyModel(loader.DiffusionModel):
         def validate_config(self, cfg):
             pass
 
@@ -230,7 +235,7 @@ def test_the_plan_builds_the_kit_models_own_components_on_the_meta_device(monkey
             raise NotImplementedError
 
     parts = loader.PipelineParts("Toy", "toy/Toy", "T", "V")
-    spec = diffusion_spec("toy", INFO, model=KitModel(INFO, parts), encoders=Encoders(), loss=Loss,
+    spec = diffusion_spec("toy", INFO, model=ToyModel(INFO, parts), encoders=Encoders(), loss=Loss,
                           plan=ConditioningOnly)
     assert spec.plan.model is spec.model
     planned = []
@@ -243,51 +248,28 @@ def test_the_plan_builds_the_kit_models_own_components_on_the_meta_device(monkey
         ConditioningOnly(Encoders(), None).plan_components(TrainConfig(), None)
 
 
-# ---- folder_spec: the parts a family folder holds by convention ------------------------------------------------------
-def test_folder_spec_finds_each_part_in_its_module_and_a_stated_one_wins():
-    """Chroma's spec is its folder's parts: model.py's model with PARTS, encoders.py's encoders, the loss, samples and
-    plan classes, adapter.py's card, the caption settings set up into state.py's run_state, model.py's DEMO; what
-    the family states (its data) replaces the default, and a role it names is not looked up."""
+# ---- a family's spec.py passes each of its parts explicitly ---------------------------------------------------------
+def test_a_familys_spec_is_its_own_classes_wired_by_diffusion_spec():
+    """Chroma's spec.py names each part (no lookup by name): model.py's model with PARTS, encoders.py's encoders, the
+    loss, samples and plan classes, adapter.py's card, the caption settings set up into state.py's run_state,
+    model.py's DEMO; the kit wires one encoders object into the loss, the samples, the plan and the setup."""
     from dit_lora.families.chroma import model, state
-    from dit_lora.families.chroma.spec import INFO
-    from dit_lora.kit.builder import folder_spec
+    from dit_lora.families.chroma.spec import INFO, chroma_spec
     from dit_lora.kit.text_conditioned import TextSettingsSetup
 
-    spec = folder_spec("chroma", INFO, "dit_lora.families.chroma")
+    spec = chroma_spec("chroma")
     assert type(spec.model) is model.ChromaModel and spec.model.parts is model.PARTS
     assert [type(getattr(spec, r)).__name__ for r in ("encoders", "loss", "samples", "plan", "card")] == [
         "ChromaEncoders", "ChromaLoss", "ChromaSamples", "ChromaPlan", "ChromaCard"]
-    assert spec.card.info is INFO and spec.demo is model.DEMO
+    assert spec.card.info is INFO and spec.demo is model.DEMO and type(spec.notes) is base.DiffusionNotes
     assert isinstance(spec.setup, TextSettingsSetup) and spec.setup.run_state is state.run_state
     assert spec.setup.encoders is spec.encoders and spec.loss.encoders is spec.encoders
-    data, encoders = base.DiffusionData(), type(spec.encoders)()
-    stated = folder_spec("chroma", INFO, "dit_lora.families.chroma", data=data, notes=None, encoders=encoders)
-    assert stated.data is data and stated.notes is None and type(spec.notes) is base.DiffusionNotes
-    # the stated encoders are the ones the loss, the samples, the plan and the setup are wired to
-    assert stated.encoders is encoders and stated.loss.encoders is encoders and stated.setup.encoders is encoders
+    assert spec.samples.encoders is spec.encoders and spec.plan.encoders is spec.encoders
 
 
-def test_folder_spec_looks_up_no_role_the_family_states(monkeypatch):
-    from dit_lora.families.chroma.spec import INFO
+def test_the_kit_looks_up_no_part_by_name():
+    """The builder has no folder convention to search (no role table, no lookup of "the one class ending in Loss")."""
     from dit_lora.kit import builder
 
-    looked_up, real = [], builder.role_class
-    monkeypatch.setattr(builder, "role_class", lambda package, role: looked_up.append(role) or real(package, role))
-    card = KitCard(INFO)
-    assert builder.folder_spec("chroma", INFO, "dit_lora.families.chroma", card=card).card is card
-    assert sorted(looked_up) == ["encoders", "loss", "model", "plan", "samples"]
-
-
-def test_role_class_refuses_a_module_with_none_or_several_in_one_sentence(tmp_path, monkeypatch):
-    from dit_lora.kit.builder import role_class
-
-    package = tmp_path / "fam_by_convention"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "loss.py").write_text("class ALoss:\n    pass\n\n\nclass BLoss:\n    pass\n")
-    (package / "plan.py").write_text("from fam_by_convention.loss import ALoss as ImportedPlan\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(TypeError, match=r"one class whose name ends in 'Loss' \(found ALoss, BLoss\).*spec.py"):
-        role_class("fam_by_convention", "loss")
-    with pytest.raises(TypeError, match=r"'Plan' \(found none\)"):
-        role_class("fam_by_convention", "plan")  # an imported class is not the module's own
+    assert not [name for name in ("ROLES", "role_class", "folder_spec") if hasattr(builder, name)]
+    assert "import_module" not in inspect.getsource(builder)

@@ -20,15 +20,19 @@ from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.data.image_media import ImageMedia
 from dit_lora.kit import components as base
+from dit_lora.kit.loader import DiffusionModel
 
 
 class PoolingEncoders(PoolingEncoding, base.DiffusionEncoders):
     """The toy's encoders as the spec's component."""
 
 
-class PoolingModel(base.DiffusionModel):
+class PoolingModel(DiffusionModel):
     def validate_config(self, cfg):
         pass
+
+    def build_components(self, cfg, loaded, device):
+        raise NotImplementedError
 
     def load_components(self, cfg, device):
         return Components(model=torch.nn.Linear(1, 1), encoders={"vae": Vae(), "text_encoder": "t5"})

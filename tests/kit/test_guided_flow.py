@@ -10,7 +10,8 @@ import torch
 from diffusers.training_utils import compute_density_for_timestep_sampling
 
 from dit_lora.contract.family import Components
-from dit_lora.kit.guided_flow import GuidedFlowLoss, GuidedFlowModel, GuidedFlowPlan, GuidedFlowRun
+from dit_lora.kit.components import DiffusionLoss, DiffusionPlan
+from dit_lora.kit.guided_flow import GuidedFlowLoss, GuidedFlowPlan, GuidedFlowRun
 from dit_lora.kit.loader import BlockMix
 
 
@@ -29,7 +30,7 @@ class Cfg:
         self.family_options = Options(**values)
 
 
-class ToyLoss(GuidedFlowLoss):
+class ToyLoss(GuidedFlowLoss, DiffusionLoss):
     shift_option, guidance_option = "toy_shift", "toy_guidance"
 
     def image_tokens(self, latents):
@@ -84,27 +85,19 @@ class ToyRun(GuidedFlowRun):
     pass
 
 
-class ToyModel(GuidedFlowModel):
-    state = ToyRun
-
-    def validate_config(self, cfg):
-        pass
-
-
-def test_the_model_builds_its_components_with_a_new_state_of_the_family():
+def test_a_family_state_records_the_checkpoint_in_a_new_state_of_its_own_class():
     from types import SimpleNamespace
 
     from dit_lora.kit.loader import LoadedParts
 
     transformer = SimpleNamespace(config=SimpleNamespace(guidance_embeds=True))
     loaded = LoadedParts(transformers={"transformer": transformer}, vae=None, scheduler_config={"shift": 3.0})
-    model = ToyModel(None)
-    comps = model.build_components(None, loaded, None)
+    comps = ToyRun().components(loaded)
     assert type(comps.state) is ToyRun and comps.state.guidance_embeds and comps.model is transformer
-    assert model.build_components(None, loaded, None).state is not comps.state  # a new one each time
+    assert comps.state.text is None and not hasattr(comps.state, "flow_tables")  # the sigmas come from the density
 
 
-class ToyPlan(GuidedFlowPlan):
+class ToyPlan(GuidedFlowPlan, DiffusionPlan):
     units = BlockMix(defaults=(19, 38))
 
 

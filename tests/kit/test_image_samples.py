@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import torch
 
 from dit_lora.contract.family import Components
+from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.image_samples import SquareImageSamples
 from config_stand_in import stand_in
 
@@ -26,7 +27,7 @@ class Pipeline:
         return SimpleNamespace(images=["image"])
 
 
-class Samples(SquareImageSamples):
+class Samples(SquareImageSamples, DiffusionSamples):
     built: list = []
 
     def pipeline_class(self):

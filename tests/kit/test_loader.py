@@ -16,8 +16,9 @@ from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
 from dit_lora.kit import loader
-from dit_lora.kit.components import DiffusionModel, DiffusionPrecision
-from dit_lora.registry import available, get_family
+from dit_lora.kit.components import DiffusionPrecision
+from dit_lora.kit.loader import DiffusionModel
+from dit_lora.registry import available, entry_for, get_family
 
 
 class Recorder:
@@ -111,7 +112,7 @@ PARTS = loader.PipelineParts(
 )
 
 
-class ToyModel(loader.KitModel):
+class ToyModel(loader.DiffusionModel):
     """A family stated with the kit: its parts, and its components from what was loaded."""
 
     def __init__(self, parts=PARTS, folders=None, extra=None) -> None:
@@ -136,6 +137,14 @@ class ToyModel(loader.KitModel):
 
 def _cfg(**values) -> TrainConfig:
     return TrainConfig.for_family("sana", pretrained_model_name_or_path="toy/Toy", **values)
+
+
+def test_lora_goes_on_the_families_default_layers_unless_the_run_names_its_own():
+    """DiffusionModel.lora_targets: --lora_layers wins; else info.default_lora_layers."""
+    model = ToyModel()
+    model.info = FamilyInfo(pipeline_class_name="ToyPipeline", default_lora_layers=("to_q", "to_k"))
+    assert model.lora_targets(None, TrainConfig()) == ["to_q", "to_k"]
+    assert model.lora_targets(None, TrainConfig.for_family("sana", lora_layers=("proj",))) == ["proj"]
 
 
 def test_the_kit_owns_the_lever_order(rec):
@@ -251,14 +260,15 @@ def test_the_folder_checks_follow_the_description(monkeypatch):
 
 
 def test_every_diffusion_family_loads_through_the_kit():
-    """Each registered diffusion family's model component is a KitModel that keeps the kit's load_components and
-    states its parts: a new lever (quantization, parking, block swap) edits the kit, not the families."""
-    diffusion = [name for name in available() if isinstance(get_family(name).model, DiffusionModel)]
+    """Each registered diffusion family's model component (every family but the video LLMs) is a DiffusionModel that
+    keeps the kit's load_components and states its parts: a new lever (quantization, parking, block swap) edits the
+    kit, not the families."""
+    diffusion = [name for name in available() if not entry_for(name).distinct_models]
     assert len(diffusion) >= 8, diffusion
     for name in diffusion:
         model = get_family(name).model
-        assert isinstance(model, loader.KitModel), name
-        assert type(model).load_components is loader.KitModel.load_components, name
+        assert isinstance(model, DiffusionModel), name
+        assert type(model).load_components is DiffusionModel.load_components, name
         parts = model.pipeline_parts(TrainConfig.for_family(name))
         assert isinstance(parts, loader.PipelineParts) and parts.kind, name
 

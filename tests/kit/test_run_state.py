@@ -7,17 +7,16 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import pytest
-
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.kit.run_state import FlowRun, RunState
 from dit_lora.families.sana.state import SanaRun, run_state, tables
+from dit_lora.kit.run_state import FamilyRun, FlowRun
 from dit_lora.modeling.flow_matching import training_scheduler
 
 
 @dataclass
-class Own(RunState):
+class Own(FamilyRun):
     value: int = 0
     loaded_by: ClassVar[str] = "the Own components' loading sets it"
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import torch
 
 from dit_lora.contract.family import Components
+from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.video_samples import VideoSamples
 from config_stand_in import stand_in
 
@@ -29,7 +30,7 @@ class Pipeline:
         return SimpleNamespace(frames=[f"video {i}" for i in range(count)])
 
 
-class Samples(VideoSamples):
+class Samples(VideoSamples, DiffusionSamples):
     frames_keyword = "frames"
     fixed_kwargs = {"output_type": "pil", "binning": False}
     built: list = []
@@ -63,7 +64,7 @@ def test_the_in_memory_pipeline_repeats_the_cached_embeddings_once_per_video():
     model = torch.nn.Linear(2, 2)
     cond = {"prompt_embeds": torch.ones(1, 4, 8), "negative_prompt_embeds": torch.zeros(1, 4, 8), "other": 1}
     cfg = stand_in(num_validation_images=3, validation_inference_steps=2, validation_guidance_scale=5.0)
-    videos = Samples(None).generate(comps, model, cond, cfg, seed=0)
+    videos = Samples(None, None).generate(comps, model, cond, cfg, seed=0)
     pipe = Samples.built[-1]
     assert videos == ["video 0", "video 1", "video 2"] and pipe.quiet
     assert pipe.parts == {"tokenizer": None, "text_encoder": None, "vae": vae, "scheduler": "sampler",
@@ -78,10 +79,24 @@ def test_the_in_memory_pipeline_repeats_the_cached_embeddings_once_per_video():
 def test_the_reloaded_pipeline_takes_one_prompt_per_video_and_videos_are_mp4(tmp_path, monkeypatch):
     pipe = Pipeline()
     cfg = stand_in(validation_inference_steps=2, validation_guidance_scale=5.0)
-    assert Samples(None).generate_with_pipeline(pipe, "a cat", cfg, seed=0, num_images=2) == ["video 0", "video 1"]
+    assert Samples(None, None).generate_with_pipeline(pipe, "a cat", cfg, seed=0, num_images=2) == ["video 0", "video 1"]
     assert pipe.calls[0]["prompt"] == ["a cat", "a cat"] and pipe.calls[0]["max_sequence_length"] == 7
     written = {}
     monkeypatch.setattr("dit_lora.kit.video_samples.write_video",
                         lambda frames, path, fps: written.update(path=path, fps=fps) or path)
-    Samples(None).save_sample(["frame"], tmp_path / "step_10", cfg)
+    Samples(None, None).save_sample(["frame"], tmp_path / "step_10", cfg)
     assert written == {"path": tmp_path / "step_10.mp4", "fps": 12}
+
+
+def test_the_size_rate_and_pipeline_are_the_tasks_by_default():
+    """Built with its task and encoders (``class WanSamples(VideoSamples, DiffusionSamples)``): the task's first
+    bucket, its rate in whole frames per second, its pipeline; the encoders go to the kit base."""
+
+    class TaskSamples(VideoSamples, DiffusionSamples):
+        pass
+
+    task = SimpleNamespace(video_buckets=lambda cfg: [(9, 64, 96), (17, 32, 32)], model_fps=lambda cfg: 15.6,
+                           pipeline_class=lambda: "Pipeline")
+    samples = TaskSamples(task, "encoders")
+    assert samples.task is task and samples.encoders == "encoders"
+    assert (samples.video_size(None), samples.fps(None), samples.pipeline_class()) == ((9, 64, 96), 16, "Pipeline")

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from dit_lora.core.errors import UserError
+from dit_lora.kit.components import DiffusionPlan
 from dit_lora.kit.video_sizes import ClipPlan, OneClipPerStep, clip_batches, clip_buckets
 from config_stand_in import stand_in
 
@@ -38,7 +39,7 @@ def test_a_size_off_the_multiple_is_refused_naming_the_flag_the_model_and_the_fi
         clip_buckets(sizes(width=840), (81, 480, 832), 16, 4, "Model", "why")
 
 
-class Plan(ClipPlan):
+class Plan(ClipPlan, DiffusionPlan):
     plan_components = plan_conditioning = None
 
 

@@ -172,20 +172,20 @@ def test_a_zimage_folder_or_pipeline_is_zimage_never_its_alias(tmp_path):
 
 
 def _video_llm_pairs() -> list[tuple[str, str]]:
-    from dit_lora.families.videollm import ARCHITECTURES
+    from dit_lora.families.videollm import MODEL_CLASSES
 
-    return [(given, folder) for given in ARCHITECTURES for folder in ARCHITECTURES if given != folder]
+    return [(given, folder) for given in MODEL_CLASSES for folder in MODEL_CLASSES if given != folder]
 
 
 @pytest.mark.parametrize("given,folder", _video_llm_pairs())
 def test_a_video_llm_family_on_another_architecture_s_folder_is_one_paragraph(tmp_path, given, folder):
-    """Every pair of the video-LLM ARCHITECTURES table (one registry entry, five architectures): --family X on a
+    """Every pair of the video-LLM MODEL_CLASSES table (one registry entry, five architectures): --family X on a
     folder of Y stops while parsing (it ended in a TypeError or AttributeError while loading), naming the folder's
     class and model_type, the family given and the right one."""
     import transformers
 
     from dit_lora.commands.recipe import parse_run
-    from dit_lora.families.videollm import architecture_spec
+    from dit_lora.families.videollm.spec import architecture_spec
 
     cls = architecture_spec(folder).model_class
     model_type = getattr(transformers, cls.replace("ForConditionalGeneration", "Config")).model_type

@@ -98,7 +98,7 @@ def check_drill_reload_resume(assets, tmp_path: Path, family: str, stock_class: 
     from peft import PeftModel
 
     from dit_lora import load_adapter
-    from dit_lora.families.videollm import architecture_spec
+    from dit_lora.families.videollm.spec import architecture_spec
 
     out = tmp_path / "out"
     summary, trained = train_in_process(drill_args(family, assets, out, tower=tower))
@@ -203,7 +203,7 @@ def video_prompts(family: str) -> Iterator[dict[str, list[dict]]]:
     the rate its frames were sampled at, the pixel inputs, and the prompt's video part (``video_prompt_ids``: the
     frames' times in the text, Qwen3-VL's ``<t seconds>``, and the video tokens) with the times it was given.
     Training's dataset, its validation and ``dit_lora.answer_video`` all go through these two calls."""
-    from dit_lora.families.videollm import architecture_spec
+    from dit_lora.families.videollm.spec import architecture_spec
     from dit_lora.families.videollm.processing import VideoQAProcessing
 
     seen: dict[str, list[dict]] = {}

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from dit_lora.contract.family import Components
+from dit_lora.kit.components import DiffusionEncoders
 from dit_lora.kit.prompts import CaptionLength, pipeline_prompts
 from dit_lora.kit.text_conditioned import LengthCaptions
 
@@ -33,7 +34,7 @@ def boolean_masks(out: dict[str, Any]) -> dict[str, torch.Tensor]:
     }
 
 
-class ChromaEncoders(LengthCaptions):
+class ChromaEncoders(LengthCaptions, DiffusionEncoders):
     """``FamilySpec.encoders``: the latent cache's encoders (images: the kit's shifted and scaled latents) and how a
     run encodes captions (the T5 caption length its only text setting, padded to as the pipeline does)."""
 

@@ -15,6 +15,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.data.text_padding import cut_text_padding
 from dit_lora.families.chroma.state import ChromaRun
+from dit_lora.kit.components import DiffusionLoss
 from dit_lora.kit.guided_flow import GuidedFlowLoss
 from dit_lora.kit.packed import latent_ids, pack, unpack
 
@@ -29,7 +30,7 @@ def transformer_mask(caption_mask: torch.Tensor, image_tokens: int) -> torch.Ten
     return torch.cat([caption_mask.to(torch.bool), ones], dim=1)
 
 
-class ChromaLoss(GuidedFlowLoss):
+class ChromaLoss(GuidedFlowLoss, DiffusionLoss):
     """``FamilySpec.loss``: the kit's flow loss through Chroma's transformer, each batch's captions cut to the tokens
     the cached captions use (``--trim_text_padding``; exact: the cut tokens are masked as keys for every token, and
     every text token's position id is zero)."""

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.chroma import demo as tiny_chroma  # looked up at call time: tests stand in the model build
 from dit_lora.families.chroma.state import ChromaRun
 from dit_lora.kit import packed
 from dit_lora.kit.components import DiffusionTrainables, Fp32VaePrecision, ShapesDemo
-from dit_lora.kit.guided_flow import GuidedFlowModel
-from dit_lora.kit.loader import published_parts
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, published_parts
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -54,11 +54,14 @@ class ChromaPrecision(Fp32VaePrecision):
         return ["distilled_guidance_layer", "x_embedder", "context_embedder", "proj_out"]
 
 
-class ChromaModel(GuidedFlowModel):
+class ChromaModel(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and T5 in the
     run's weight dtype, the VAE in fp32, the checkpoint recorded in a new :class:`ChromaRun`."""
 
-    state = ChromaRun
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device | None) -> Components:
+        """The loaded parts (from the folder, or on the meta device for a plan) with a new :class:`ChromaRun`, the
+        checkpoint's scheduler config recorded in it (:meth:`~dit_lora.kit.guided_flow.GuidedFlowRun.components`)."""
+        return ChromaRun().components(loaded)
 
     def validate_config(self, cfg: TrainConfig) -> None:
         """Not Chroma1-Flash; a diffusers ChromaPipeline folder of safetensors whose tokenizer loads, at a size the

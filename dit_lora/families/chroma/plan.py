@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dit_lora.contract.family import Components
+from dit_lora.kit.components import DiffusionPlan
 from dit_lora.kit.guided_flow import GuidedFlowPlan
 from dit_lora.kit.loader import BlockMix
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
-class ChromaPlan(GuidedFlowPlan):
+class ChromaPlan(GuidedFlowPlan, DiffusionPlan):
     """``FamilySpec.plan``: transformer, VAE and T5 on the meta device; the caption embeddings padded to the run's
     text length at the transformer's ``joint_attention_dim``, with their mask."""
 

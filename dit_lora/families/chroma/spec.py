@@ -13,11 +13,16 @@ own is patched; the generic points patch its q/k ``RMSNorm``s and ``LayerNorm``s
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.chroma.encoders import max_sequence_length
-from dit_lora.families.chroma.model import ChromaTrainables
+from dit_lora.families.chroma.adapter import ChromaCard
+from dit_lora.families.chroma.encoders import ChromaEncoders, max_sequence_length
+from dit_lora.families.chroma.loss import ChromaLoss
+from dit_lora.families.chroma.model import DEMO, PARTS, ChromaModel, ChromaTrainables
+from dit_lora.families.chroma.plan import ChromaPlan
+from dit_lora.families.chroma.samples import ChromaSamples
 from dit_lora.families.chroma.state import run_state
-from dit_lora.kit.builder import folder_spec
+from dit_lora.kit.builder import diffusion_spec
 from dit_lora.kit.packed import BUCKETS, LORA_LAYERS
+from dit_lora.kit.text_conditioned import TextSettingsSetup
 from dit_lora.kit.text_padding import TrimmedTextData
 
 #: what the model card, the loader and the levers say about Chroma
@@ -35,8 +40,22 @@ INFO = FamilyInfo(
 
 
 def chroma_spec(name: str = "chroma") -> FamilySpec:
-    """A new Chroma spec: Chroma1-HD and Chroma1-Base (and the tiny random variant of the tests); its folder's parts
-    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds. No defaults: the transformer config
-    carries no trained size (the catalogue's entry does)."""
-    text = TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding")
-    return folder_spec(name, INFO, __package__, image_buckets=BUCKETS, trainables=ChromaTrainables(), data=text)
+    """A new Chroma spec: Chroma1-HD and Chroma1-Base (and the tiny random variant of the tests), its parts wired by
+    the kit's :func:`~dit_lora.kit.builder.diffusion_spec`: the trimmed caption padding, the packed buckets and
+    trainables. No defaults: the transformer config carries no trained size (the catalogue's entry does)."""
+    encoders = ChromaEncoders()
+    return diffusion_spec(
+        name,
+        INFO,
+        model=ChromaModel(INFO, PARTS),
+        encoders=encoders,
+        loss=ChromaLoss,
+        samples=ChromaSamples,
+        plan=ChromaPlan,
+        data=TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding"),
+        image_buckets=BUCKETS,
+        card=ChromaCard(INFO),
+        setup=TextSettingsSetup(encoders, run_state),
+        trainables=ChromaTrainables(),
+        demo=DEMO,
+    )

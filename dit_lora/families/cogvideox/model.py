@@ -30,7 +30,7 @@ from dit_lora.families.cogvideox.info import (
 from dit_lora.families.cogvideox.state import CogVideoXRun
 from dit_lora.kit.components import DiffusionNotes, DiffusionPrecision
 from dit_lora.kit.demo_data import build_demo_model, demo_clips
-from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, PipelineParts, TextEncoder, freeze
 from dit_lora.kit.video_sizes import OneClipPerStep
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 
@@ -64,7 +64,7 @@ def build_components(cfg: TrainConfig, transformer, vae, text_encoder, scheduler
     )
 
 
-class CogVideoXModel(KitModel):
+class CogVideoXModel(DiffusionModel):
     """``FamilySpec.model``: the folder's checks (task, transformer, text length, sizes), then (the kit's loader,
     :data:`PARTS`) the transformer, VAE and T5 in the run's weight dtype, the tokenizer and the checkpoint's
     scheduler config. ``task``: ``"t2v"`` or ``"i2v"``."""

@@ -9,6 +9,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.cogvideox.model import build_components
+from dit_lora.kit.components import DiffusionPlan
 from dit_lora.kit.video_sizes import ClipPlan
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
-class CogVideoXPlan(ClipPlan):
+class CogVideoXPlan(ClipPlan, DiffusionPlan):
     """``FamilySpec.plan``: transformer, VAE and T5 on the meta device; clips ``(B, F, 3, H, W)`` of the run's
     buckets (:class:`~.info.CogVideoXVideo`'s); the prompt embeddings at the transformer's text length."""
 

@@ -10,6 +10,7 @@ from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.families.cogvideox.encoders import CogVideoXEncoders, pipeline_class
 from dit_lora.families.cogvideox.info import CogVideoXVideo
+from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.sampling import checkpoint_sampler
 from dit_lora.kit.video_samples import VideoSamples
 
@@ -23,11 +24,11 @@ def inference_scheduler(comps: Components):
     return checkpoint_sampler(dict(kept or comps.scheduler.config), "CogVideoXDDIMScheduler")
 
 
-class CogVideoXSamples(VideoSamples):
+class CogVideoXSamples(VideoSamples, DiffusionSamples):
     """``FamilySpec.samples``: videos of the run's first bucket (text-to-video; ``i2v.py`` adds the image)."""
 
     def __init__(self, encoders: CogVideoXEncoders, info: FamilyInfo, video: CogVideoXVideo) -> None:
-        super().__init__(encoders)
+        super().__init__(video, encoders)
         self.info, self.video = info, video
 
     def video_size(self, cfg: TrainConfig) -> tuple[int, int, int]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dit_lora.kit.run_state import RunState
+from dit_lora.kit.run_state import FamilyRun
 
 
 @dataclass
-class CogVideoXRun(RunState):
+class CogVideoXRun(FamilyRun):
     """The per-run state of a CogVideoX run (mutable: loading fills it, the data stage adds the validation image)."""
 
     #: the checkpoint's scheduler config (the validation sampler is built from it)

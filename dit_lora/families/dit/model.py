@@ -22,7 +22,7 @@ from dit_lora.families.dit.embedding import (
 from dit_lora.families.dit.state import DiTRun
 from dit_lora.kit.builder import LatentGrid
 from dit_lora.kit.components import DiffusionTrainables, Fp32VaePrecision, ShapesDemo, ddpm_schedule
-from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, freeze
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, PipelineParts, freeze
 from dit_lora.kit.peft_capable import make_peft_capable
 from dit_lora.kit.run_state import output_layout
 from dit_lora.modelfiles.pipeline_files import read_component_config
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
-class DiTModel(KitModel):
+class DiTModel(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer in the run's
     weight dtype and the AutoencoderKL in fp32; class-conditional, no text encoder."""
 

@@ -20,12 +20,15 @@ every block's table is resized to N + 1 rows (``embedding.py``) and trained thro
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.dit.adapter import DiTAdapterExtras, DiTFitting
-from dit_lora.families.dit.encoders import DiTSetup
+from dit_lora.families.dit.adapter import DiTAdapterExtras, DiTCard, DiTFitting
+from dit_lora.families.dit.encoders import DiTEncoders, DiTSetup
 from dit_lora.families.dit.kernels import patch_points
-from dit_lora.families.dit.model import GRID, DiTTrainables
+from dit_lora.families.dit.loss import DiTLoss
+from dit_lora.families.dit.model import DEMO, GRID, PARTS, DiTModel, DiTTrainables
+from dit_lora.families.dit.plan import DiTPlan
+from dit_lora.families.dit.samples import DiTSamples
 from dit_lora.kit.adapter import KitAdapter
-from dit_lora.kit.builder import PatchPoints, folder_spec
+from dit_lora.kit.builder import PatchPoints, diffusion_spec
 from dit_lora.kit.components import DiffusionCaptions
 from dit_lora.output.names import PEFT_ADAPTER_FILE
 
@@ -45,25 +48,29 @@ INFO = FamilyInfo(
 
 def dit_spec(name: str = "dit") -> FamilySpec:
     """A new DiT spec: class-conditional DiT (facebook/DiT-XL-2-256/512 and the tiny random variants of the tests);
-    its folder's parts (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the class tables
+    its parts wired by the kit's :func:`~dit_lora.kit.builder.diffusion_spec`: the class tables
     fitted before the reload (PEFT's file format: INFO's file name), class-folder captions, the size grid (also its
     default), patch points, its setup and trainables, and no notes (nothing to say before training: the spec
     declares no RunNotes capability, as before)."""
     fitting = DiTFitting()
-    adapter = KitAdapter(INFO, fp32_vae="AutoencoderKL", fitting=fitting)
-    captions = DiffusionCaptions(caption_source="class_folders")
-    return folder_spec(
+    return diffusion_spec(
         name,
         INFO,
-        __package__,
-        adapter=adapter,
-        captions=captions,
+        model=DiTModel(INFO, PARTS),
+        encoders=DiTEncoders(),
+        loss=DiTLoss,
+        samples=DiTSamples,
+        plan=DiTPlan,
+        adapter=KitAdapter(INFO, fp32_vae="AutoencoderKL", fitting=fitting),
+        captions=DiffusionCaptions(caption_source="class_folders"),
         image_buckets=GRID,
         kernels=PatchPoints(patch_points),
+        card=DiTCard(INFO),
         defaults=GRID,
         notes=None,
         setup=DiTSetup(),
         trainables=DiTTrainables(),
+        demo=DEMO,
         fitting=fitting,
         adapter_extras=DiTAdapterExtras(),
     )

@@ -155,16 +155,3 @@ class KontextSamples(FluxSamples):
             latents = cast(torch.Tensor, self.encoders.encode_images(comps, pixels))
         size = cfg.data.resolution
         return {"image": latents.to(parameter.dtype), "max_area": size * size, "_auto_resize": False}
-
-
-def kontext_parts() -> dict[str, Any]:
-    """The spec components Kontext states beside FLUX.1's (``spec.py`` builds the rest)."""
-    encoders = KontextEncoders()
-    return {
-        "encoders": encoders,
-        "loss": KontextLoss,
-        "samples": KontextSamples,
-        "plan": KontextPlan,
-        "data": KontextData(),
-        "setup": KontextSetup(encoders, run_state),
-    }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from dit_lora.contract.family import Components
+from dit_lora.kit.components import DiffusionEncoders
 from dit_lora.kit.prompts import CaptionLength, text_pipeline
 from dit_lora.kit.text_conditioned import LengthCaptions
 
@@ -14,7 +15,7 @@ from dit_lora.kit.text_conditioned import LengthCaptions
 max_sequence_length = CaptionLength(512)
 
 
-class FluxEncoders(LengthCaptions):
+class FluxEncoders(LengthCaptions, DiffusionEncoders):
     """``FamilySpec.encoders``: the latent cache's encoders (images: the kit's shifted and scaled latents) and how a
     run encodes captions (the T5 caption length its only text setting, padded to as the pipeline does)."""
 

@@ -12,11 +12,12 @@ from typing import Any
 import torch
 
 from dit_lora.families.flux.state import FluxRun
+from dit_lora.kit.components import DiffusionLoss
 from dit_lora.kit.guided_flow import GuidedFlowLoss
 from dit_lora.kit.packed import latent_ids, pack, unpack
 
 
-class FluxLoss(GuidedFlowLoss):
+class FluxLoss(GuidedFlowLoss, DiffusionLoss):
     """``FamilySpec.loss``: the kit's guided flow loss through FLUX.1's transformer."""
 
     state, shift_option, guidance_option = FluxRun, "flux_shift", "flux_train_guidance"

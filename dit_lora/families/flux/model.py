@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import torch
+
+from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.flux import demo as tiny_flux  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux.state import FluxRun
 from dit_lora.kit import packed
 from dit_lora.kit.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.kit.guided_flow import GuidedFlowModel
-from dit_lora.kit.loader import published_parts
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, published_parts
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
@@ -41,11 +43,15 @@ def refuse_distilled(cfg: TrainConfig, transformer: dict | None, scheduler: dict
     )
 
 
-class FluxModel(GuidedFlowModel):
+class FluxModel(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer, CLIP and T5 in
     the run's weight dtype, the VAE in fp32, the checkpoint recorded in a new :class:`FluxRun`."""
 
-    state = FluxRun
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device | None) -> Components:
+        """The loaded parts (from the folder, or on the meta device for a plan) with a new :class:`FluxRun`, the
+        checkpoint's scheduler config and guidance embedding recorded in it
+        (:meth:`~dit_lora.kit.guided_flow.GuidedFlowRun.components`)."""
+        return FluxRun().components(loaded)
 
     def validate_config(self, cfg: TrainConfig) -> None:
         """A diffusers FluxPipeline folder of safetensors whose tokenizers load, not step-distilled, at a size the

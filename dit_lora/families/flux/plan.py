@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
+from dit_lora.kit.components import DiffusionPlan
 from dit_lora.kit.guided_flow import GuidedFlowPlan
 from dit_lora.kit.loader import BlockMix
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
-class FluxPlan(GuidedFlowPlan):
+class FluxPlan(GuidedFlowPlan, DiffusionPlan):
     """``FamilySpec.plan``: transformer, VAE, CLIP and T5 on the meta device; the caption embeddings padded to the
     run's text length at the transformer's ``joint_attention_dim``, and CLIP's pooled embedding."""
 

@@ -13,10 +13,25 @@ kernels: no block of its own is patched; the generic points patch its q/k ``RMSN
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.flux.edit import KontextModel, kontext_parts
-from dit_lora.families.flux.model import KONTEXT_DEMO, PARTS
-from dit_lora.kit.builder import folder_spec
+from dit_lora.families.flux.adapter import FluxCard
+from dit_lora.families.flux.edit import (
+    KontextData,
+    KontextEncoders,
+    KontextLoss,
+    KontextModel,
+    KontextPlan,
+    KontextSamples,
+    KontextSetup,
+)
+from dit_lora.families.flux.encoders import FluxEncoders
+from dit_lora.families.flux.loss import FluxLoss
+from dit_lora.families.flux.model import DEMO, KONTEXT_DEMO, PARTS, FluxModel
+from dit_lora.families.flux.plan import FluxPlan
+from dit_lora.families.flux.samples import FluxSamples
+from dit_lora.families.flux.state import run_state
+from dit_lora.kit.builder import diffusion_spec
 from dit_lora.kit.packed import BUCKETS, LORA_LAYERS
+from dit_lora.kit.text_conditioned import TextSettingsSetup
 
 #: each registry name's pipeline and model-card task
 VARIANTS = {"flux": ("FluxPipeline", "text-to-image"), "flux_kontext": ("FluxKontextPipeline", "image-to-image")}
@@ -46,11 +61,43 @@ INFO = family_info("flux")
 
 
 def flux_spec(name: str = "flux") -> FamilySpec:
-    """A new spec of ``name``: FLUX.1 [dev], FLUX.1 Kontext [dev] (and the tiny random variants of the tests); the
-    folder's parts (:func:`~dit_lora.kit.builder.folder_spec`), Kontext's own from ``edit.py``. No
+    """A new spec of ``name``: FLUX.1 [dev], FLUX.1 Kontext [dev] (and the tiny random variants of the tests), its
+    parts wired by the kit's :func:`~dit_lora.kit.builder.diffusion_spec`: Kontext's own from ``edit.py``. No
     defaults: the transformer config carries no trained size (the catalogue's entry does)."""
     info = family_info(name)
     if name == "flux_kontext":
-        kontext = {"model": KontextModel(info, PARTS), "demo": KONTEXT_DEMO, **kontext_parts()}
-        return folder_spec(name, info, __package__, image_buckets=BUCKETS, **kontext)
-    return folder_spec(name, info, __package__, image_buckets=BUCKETS)
+        return kontext_spec(name, info)
+    encoders = FluxEncoders()
+    return diffusion_spec(
+        name,
+        info,
+        model=FluxModel(info, PARTS),
+        encoders=encoders,
+        loss=FluxLoss,
+        samples=FluxSamples,
+        plan=FluxPlan,
+        image_buckets=BUCKETS,
+        card=FluxCard(info),
+        setup=TextSettingsSetup(encoders, run_state),
+        demo=DEMO,
+    )
+
+
+def kontext_spec(name: str, info: FamilyInfo) -> FamilySpec:
+    """FLUX.1 Kontext [dev]'s spec: FLUX.1's card and buckets, the edit parts of ``edit.py`` (the control image in
+    the data, the cache, the step, the setup and the samples)."""
+    encoders = KontextEncoders()
+    return diffusion_spec(
+        name,
+        info,
+        model=KontextModel(info, PARTS),
+        encoders=encoders,
+        loss=KontextLoss,
+        samples=KontextSamples,
+        plan=KontextPlan,
+        data=KontextData(),
+        image_buckets=BUCKETS,
+        card=FluxCard(info),
+        setup=KontextSetup(encoders, run_state),
+        demo=KONTEXT_DEMO,
+    )

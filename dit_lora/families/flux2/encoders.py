@@ -12,6 +12,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.flux2.state import run_state
 from dit_lora.kit.adapter import diffusers_class
+from dit_lora.kit.components import DiffusionEncoders
 from dit_lora.kit.prompts import CaptionLength, text_pipeline
 from dit_lora.kit.text_conditioned import LengthCaptions, encoder_identity
 
@@ -62,7 +63,7 @@ def normalise_latents(vae, latents: torch.Tensor) -> torch.Tensor:
     return (patched - mean) / std
 
 
-class Flux2Encoders(LengthCaptions):
+class Flux2Encoders(LengthCaptions, DiffusionEncoders):
     """``FamilySpec.encoders``: the latent cache's encoders and how a run encodes captions (the caption length its
     only text setting, padded to as both pipelines do)."""
 

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from dit_lora.families.flux2.state import Flux2Run
+from dit_lora.kit.components import DiffusionLoss
 from dit_lora.kit.guided_flow import GuidedFlowLoss
 
 
@@ -39,7 +40,7 @@ def unpack(tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
     return tokens.transpose(1, 2).reshape(tokens.shape[0], tokens.shape[2], height, width)
 
 
-class Flux2Loss(GuidedFlowLoss):
+class Flux2Loss(GuidedFlowLoss, DiffusionLoss):
     """``FamilySpec.loss``: the kit's guided flow loss through FLUX.2's transformer."""
 
     state, shift_option, guidance_option = Flux2Run, "flux2_shift", "flux2_train_guidance"

@@ -15,7 +15,7 @@ from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
 from dit_lora.kit.builder import AnyAspect, check_divisible
 from dit_lora.kit.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
 from dit_lora.kit.loader import (
-    KitModel,
+    DiffusionModel,
     LoadedParts,
     PipelineParts,
     TextEncoder,
@@ -53,7 +53,7 @@ def check_resolution(resolution: int) -> None:
     check_divisible(resolution, LATENT_STRIDE, why)
 
 
-class Flux2Model(KitModel):
+class Flux2Model(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and text
     encoder in the run's weight dtype, the VAE in fp32 (its batch-norm statistics normalise the latents), and the
     tokenizer."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from dit_lora.contract.family import Components
 from dit_lora.families.flux2.encoders import max_sequence_length
 from dit_lora.families.flux2.model import PARTS, PIPELINES, flux2_components, index_text_encoder
+from dit_lora.kit.components import DiffusionPlan
 from dit_lora.kit.guided_flow import GuidedFlowPlan
 from dit_lora.kit.loader import BlockMix, TextEncoder, index_pipeline, plan_parts
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
-class Flux2Plan(GuidedFlowPlan):
+class Flux2Plan(GuidedFlowPlan, DiffusionPlan):
     """``FamilySpec.plan``: transformer, VAE and text encoder on the meta device (the folder's text encoder class);
     the kit's caption embeddings padded to the run's text length at the transformer's ``joint_attention_dim``."""
 

@@ -13,11 +13,16 @@ Precision: transformer and text encoder in bf16, the VAE in fp32. Fused kernels:
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.flux2.adapter import Flux2Adapter
+from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
 from dit_lora.families.flux2.comfyui import EXPORT
-from dit_lora.families.flux2.model import BUCKETS, Flux2Notes
-from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE
-from dit_lora.kit.builder import folder_spec
+from dit_lora.families.flux2.encoders import Flux2Encoders
+from dit_lora.families.flux2.loss import Flux2Loss
+from dit_lora.families.flux2.model import BUCKETS, DEMO, PARTS, Flux2Model, Flux2Notes
+from dit_lora.families.flux2.plan import Flux2Plan
+from dit_lora.families.flux2.samples import Flux2Samples
+from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, run_state
+from dit_lora.kit.builder import diffusion_spec
+from dit_lora.kit.text_conditioned import TextSettingsSetup
 
 #: what the model card, the loader and the levers say about FLUX.2
 INFO = FamilyInfo(
@@ -32,16 +37,24 @@ INFO = FamilyInfo(
 
 
 def flux2_spec(name: str = "flux2") -> FamilySpec:
-    """A new FLUX.2 spec: FLUX.2 [dev] and the klein models (and the tiny random variants of the tests); its folder's
-    parts (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: its adapter (the ComfyUI
-    export beside diffusers'), buckets and notes. No defaults: the transformer config carries no trained size (the
-    catalogue's entries do)."""
-    return folder_spec(
+    """A new FLUX.2 spec: FLUX.2 [dev] and the klein models (and the tiny random variants of the tests), its parts
+    wired by the kit's :func:`~dit_lora.kit.builder.diffusion_spec`: its adapter (the ComfyUI export beside
+    diffusers'), buckets and notes. No defaults: the transformer config carries no trained size (the catalogue's
+    entries do)."""
+    encoders = Flux2Encoders()
+    return diffusion_spec(
         name,
         INFO,
-        __package__,
+        model=Flux2Model(INFO, PARTS),
+        encoders=encoders,
+        loss=Flux2Loss,
+        samples=Flux2Samples,
+        plan=Flux2Plan,
         adapter=Flux2Adapter(INFO),
         image_buckets=BUCKETS,
         exports=EXPORT,
+        card=Flux2Card(INFO),
         notes=Flux2Notes(),
+        setup=TextSettingsSetup(encoders, run_state),
+        demo=DEMO,
     )

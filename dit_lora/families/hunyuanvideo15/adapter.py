@@ -12,7 +12,7 @@ from typing import Any
 from dit_lora.config import TrainConfig
 from dit_lora.families.hunyuanvideo15.encoders import max_sequence_length
 from dit_lora.families.hunyuanvideo15.model import tiled
-from dit_lora.kit.adapter import SEED_ARGUMENT, KitAdapter, Snippet, VideoCard, first_frame_line, quoted
+from dit_lora.kit.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet, VideoCard, first_frame_line, quoted
 from dit_lora.output.names import ADAPTER_FILE
 
 #: the VAE the reloaded pipeline and the snippet decode with in fp32
@@ -27,7 +27,7 @@ class HunyuanVideo15Adapter(KitAdapter):
         tiled(pipe.vae)
 
 
-class HunyuanVideo15Card(VideoCard):
+class HunyuanVideo15Card(VideoCard, KitCard):
     """``FamilySpec.card``: the usage snippet (the adapter through the transformer's ``load_lora_adapter``, the
     guidance scale through the pipeline's guider) and HunyuanVideo 1.5's rows."""
 

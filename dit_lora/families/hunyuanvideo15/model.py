@@ -19,7 +19,7 @@ from dit_lora.kit.components import Fp32VaePrecision
 from dit_lora.kit.conditioning import check_validation_image
 from dit_lora.kit.demo_data import build_demo_model, demo_clips
 from dit_lora.kit.info_cache import VideoNotes
-from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, image_encoder_parts
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, PipelineParts, TextEncoder, image_encoder_parts
 from dit_lora.kit.video_sizes import OneClipPerStep
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
@@ -106,7 +106,7 @@ def sync_free_forward(
     return (hidden_states,)
 
 
-class HunyuanVideo15Model(KitModel):
+class HunyuanVideo15Model(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and both text
     encoders in the run's dtype, the VAE in fp32, the tokenizers; image-to-video also SigLIP (fp32) and its
     processor."""

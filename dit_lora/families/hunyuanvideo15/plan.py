@@ -20,14 +20,14 @@ from dit_lora.families.hunyuanvideo15.encoders import (
 )
 from dit_lora.families.hunyuanvideo15.info import HunyuanVideo15Task
 from dit_lora.families.hunyuanvideo15.state import run_state
-from dit_lora.kit.components import encoded_plan_batches
+from dit_lora.kit.components import DiffusionPlan, encoded_plan_batches
 from dit_lora.kit.video_sizes import ClipPlan
 
 #: SigLIP's tokens of one image at the published checkpoints' 384 px (27 x 27 patches of 14 px)
 SIGLIP_TOKENS = 729
 
 
-class HunyuanVideo15Plan(ClipPlan):
+class HunyuanVideo15Plan(ClipPlan, DiffusionPlan):
     """``FamilySpec.plan``: the kit's planned parts with the run's caption length; the cached conditioning of a
     batch as empty tensors."""
 

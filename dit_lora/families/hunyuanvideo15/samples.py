@@ -14,8 +14,9 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.hunyuanvideo15.encoders import padded_prompt
 from dit_lora.families.hunyuanvideo15.state import run_state
+from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.conditioning import kept_conditioning_image
-from dit_lora.kit.video_samples import TaskVideoSamples
+from dit_lora.kit.video_samples import VideoSamples
 
 
 def guider(cfg: TrainConfig) -> Any:
@@ -25,7 +26,7 @@ def guider(cfg: TrainConfig) -> Any:
     return ClassifierFreeGuidance(guidance_scale=cfg.validation.validation_guidance_scale)
 
 
-class HunyuanVideo15Samples(TaskVideoSamples):
+class HunyuanVideo15Samples(VideoSamples, DiffusionSamples):
     """``FamilySpec.samples``: videos from the task's pipeline at its first bucket (image-to-video: the pipeline's
     size for the image), written as mp4 at 24 fps."""
 

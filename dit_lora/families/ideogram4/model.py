@@ -16,7 +16,7 @@ from dit_lora.families.ideogram4 import demo as tiny_ideogram4  # looked up at c
 from dit_lora.families.ideogram4.state import Ideogram4Run
 from dit_lora.kit import packed
 from dit_lora.kit.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.kit.loader import KitModel, LoadedParts, load_frozen_transformer, published_parts
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, load_frozen_transformer, published_parts
 from dit_lora.modelfiles.pipeline_files import check_safetensors, read_component_config
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class Ideogram4Defaults:
         return {"logit_std": (1.5, "Ideogram4Pipeline's std, diffusers' train_dreambooth_lora_ideogram4.py default")}
 
 
-class Ideogram4Model(KitModel):
+class Ideogram4Model(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Qwen3-VL
     in the run's weight dtype, the VAE in fp32, and for validation samples the unconditional transformer."""
 

@@ -14,10 +14,17 @@ and the output ``LayerNorm`` (``tests/kernels/test_patch_image_families.py``).
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.ideogram4.model import Ideogram4Defaults
+from dit_lora.families.ideogram4.adapter import Ideogram4Card
+from dit_lora.families.ideogram4.encoders import Ideogram4Encoders
+from dit_lora.families.ideogram4.loss import Ideogram4Loss
+from dit_lora.families.ideogram4.model import DEMO, PARTS, Ideogram4Defaults, Ideogram4Model
+from dit_lora.families.ideogram4.plan import Ideogram4Plan
+from dit_lora.families.ideogram4.samples import Ideogram4Samples
+from dit_lora.families.ideogram4.state import run_state
 from dit_lora.kit.adapter import KitAdapter
-from dit_lora.kit.builder import folder_spec
+from dit_lora.kit.builder import diffusion_spec
 from dit_lora.kit.packed import BUCKETS
+from dit_lora.kit.text_conditioned import TextSettingsSetup
 
 #: what the model card, the loader and the levers say about Ideogram 4
 INFO = FamilyInfo(
@@ -36,8 +43,22 @@ INFO = FamilyInfo(
 
 
 def ideogram4_spec(name: str = "ideogram4") -> FamilySpec:
-    """A new Ideogram 4 spec: ideogram-v4 (and the tiny random variant of the tests); its folder's parts
-    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the reload decodes in fp32, as
-    trained, and the defaults its model takes from its configs."""
-    adapter = KitAdapter(INFO, fp32_vae="AutoencoderKLFlux2")
-    return folder_spec(name, INFO, __package__, adapter=adapter, image_buckets=BUCKETS, defaults=Ideogram4Defaults())
+    """A new Ideogram 4 spec: ideogram-v4 (and the tiny random variant of the tests), its parts wired by the kit's
+    :func:`~dit_lora.kit.builder.diffusion_spec`: the reload decodes in fp32, as trained, and the defaults its
+    model takes from its configs."""
+    encoders = Ideogram4Encoders()
+    return diffusion_spec(
+        name,
+        INFO,
+        model=Ideogram4Model(INFO, PARTS),
+        encoders=encoders,
+        loss=Ideogram4Loss,
+        samples=Ideogram4Samples,
+        plan=Ideogram4Plan,
+        adapter=KitAdapter(INFO, fp32_vae="AutoencoderKLFlux2"),
+        image_buckets=BUCKETS,
+        card=Ideogram4Card(INFO),
+        defaults=Ideogram4Defaults(),
+        setup=TextSettingsSetup(encoders, run_state),
+        demo=DEMO,
+    )

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from dit_lora.families.krea2.state import Krea2Run
+from dit_lora.kit.components import DiffusionLoss
 from dit_lora.kit.guided_flow import GuidedFlowLoss
 from dit_lora.kit.packed import latent_ids, pack, unpack
 
@@ -23,7 +24,7 @@ def position_ids(text_tokens: int, height: int, width: int, device) -> torch.Ten
     return torch.cat([text, latent_ids(height, width, device, torch.float32)])
 
 
-class Krea2Loss(GuidedFlowLoss):
+class Krea2Loss(GuidedFlowLoss, DiffusionLoss):
     """``FamilySpec.loss``: the kit's flow loss through Krea 2's transformer."""
 
     state, shift_option, guidance_option = Krea2Run, "krea2_shift", ""

@@ -13,7 +13,7 @@ from dit_lora.families.krea2 import demo as tiny_krea2  # looked up at call time
 from dit_lora.families.krea2.state import Krea2Run, tapped_layers
 from dit_lora.kit import packed
 from dit_lora.kit.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.kit.loader import KitModel, LoadedParts, published_parts
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, published_parts
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def check_taps(cfg: TrainConfig, index: dict) -> None:
         )
 
 
-class Krea2Model(KitModel):
+class Krea2Model(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Qwen3-VL
     in the run's weight dtype, the VAE in fp32."""
 

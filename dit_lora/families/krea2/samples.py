@@ -10,6 +10,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.krea2.encoders import max_sequence_length
+from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.image_samples import SquareImageSamples
 from dit_lora.kit.sampling import flow_sampler
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 CONDITIONING = ("prompt_embeds", "prompt_embeds_mask", "negative_prompt_embeds", "negative_prompt_embeds_mask")
 
 
-class Krea2Samples(SquareImageSamples):
+class Krea2Samples(SquareImageSamples, DiffusionSamples):
     """``FamilySpec.samples``: ``Krea2Pipeline`` at ``--resolution`` and the validation guidance scale (Krea's
     convention: ``cond + g * (cond - uncond)``)."""
 

@@ -12,9 +12,17 @@ guidance embedding), ``samples.py``, ``plan.py``, ``adapter.py`` (the model card
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.families.krea2.adapter import Krea2Card
+from dit_lora.families.krea2.encoders import Krea2Encoders
+from dit_lora.families.krea2.loss import Krea2Loss
+from dit_lora.families.krea2.model import DEMO, PARTS, Krea2Model
+from dit_lora.families.krea2.plan import Krea2Plan
+from dit_lora.families.krea2.samples import Krea2Samples
+from dit_lora.families.krea2.state import run_state
 from dit_lora.kit.adapter import KitAdapter
-from dit_lora.kit.builder import folder_spec
+from dit_lora.kit.builder import diffusion_spec
 from dit_lora.kit.packed import BUCKETS
+from dit_lora.kit.text_conditioned import TextSettingsSetup
 
 #: diffusers' train_dreambooth_lora_krea2.py default targets (its comment: narrow to attention for long runs)
 LORA_LAYERS = (
@@ -37,8 +45,21 @@ INFO = FamilyInfo(
 
 
 def krea2_spec(name: str = "krea2") -> FamilySpec:
-    """A new Krea 2 spec: Krea-2-Raw (and the tiny random variant of the tests); its folder's parts
-    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the reload decodes in fp32, as
-    trained. No defaults: the transformer config carries no trained size (the catalogue's entry does)."""
-    adapter = KitAdapter(INFO, fp32_vae="AutoencoderKLQwenImage")
-    return folder_spec(name, INFO, __package__, adapter=adapter, image_buckets=BUCKETS)
+    """A new Krea 2 spec: Krea-2-Raw (and the tiny random variant of the tests), its parts wired by the kit's
+    :func:`~dit_lora.kit.builder.diffusion_spec`: the reload decodes in fp32, as trained. No defaults: the
+    transformer config carries no trained size (the catalogue's entry does)."""
+    encoders = Krea2Encoders()
+    return diffusion_spec(
+        name,
+        INFO,
+        model=Krea2Model(INFO, PARTS),
+        encoders=encoders,
+        loss=Krea2Loss,
+        samples=Krea2Samples,
+        plan=Krea2Plan,
+        adapter=KitAdapter(INFO, fp32_vae="AutoencoderKLQwenImage"),
+        image_buckets=BUCKETS,
+        card=Krea2Card(INFO),
+        setup=TextSettingsSetup(encoders, run_state),
+        demo=DEMO,
+    )

@@ -9,7 +9,7 @@ from typing import Any
 
 from dit_lora.config import TrainConfig
 from dit_lora.families.ltx2.encoders import max_sequence_length
-from dit_lora.kit.adapter import Snippet, VideoCard, first_frame_line, image_call_args
+from dit_lora.kit.adapter import KitCard, Snippet, VideoCard, first_frame_line, image_call_args
 
 #: the VAE LTX-2 decodes in fp32 (the reloaded pipeline's and the snippet's)
 LTX2_VAE = "AutoencoderKLLTX2Video"
@@ -20,7 +20,7 @@ IC_IMPORTS = [
 ]
 
 
-class LTX2Card(VideoCard):
+class LTX2Card(VideoCard, KitCard):
     """``FamilySpec.card``: the usage snippet, LTX-2's rows and the license of Lightricks' release."""
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:

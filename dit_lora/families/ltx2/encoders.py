@@ -167,9 +167,11 @@ def load_reference_frames(cfg: TrainConfig, task, samples: list | None) -> list:
     return [Image.fromarray(frame) for frame in array]
 
 
-class LTX2ICSetup(LTX2Setup):
-    """``FamilySpec.setup``: text-to-video's, the reference's factor and frame sampling recorded, the validation
-    reference kept."""
+class LTX2ICSetup(ClipSetup):
+    """``FamilySpec.setup``: the text settings, as text-to-video's (:class:`LTX2Setup`), the reference's factor and
+    frame sampling recorded, the validation reference kept."""
+
+    run_state = staticmethod(run_state)
 
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """The text settings, the downscale factor and how frames are taken (the references follow)."""

@@ -20,7 +20,7 @@ from dit_lora.kit.components import Fp32VaePrecision
 from dit_lora.kit.conditioning import check_validation_image
 from dit_lora.kit.demo_data import build_demo_model, demo_clips
 from dit_lora.kit.info_cache import VideoNotes
-from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, model_class
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, PipelineParts, TextEncoder, freeze, model_class
 from dit_lora.kit.reference_clips import check_reference_config
 from dit_lora.kit.video_sizes import OneClipPerStep
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
@@ -77,7 +77,7 @@ def check_caption_length(cfg: TrainConfig) -> None:
         )
 
 
-class LTX2Model(KitModel):
+class LTX2Model(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Gemma-3
     in the run's dtype, the video VAE in fp32, the tokenizer, the audio VAE (fp32) and the text connectors."""
 

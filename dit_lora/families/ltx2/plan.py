@@ -14,12 +14,13 @@ from dit_lora.families.ltx2.info import TRAINED, LTX2Task
 from dit_lora.families.ltx2.model import PARTS, make_components
 from dit_lora.families.ltx2.state import run_state
 from dit_lora.kit.clip_audio import LATENTS, MASK
+from dit_lora.kit.components import DiffusionPlan
 from dit_lora.kit.loader import plan_parts
 from dit_lora.kit.video_sizes import ClipPlan
 from dit_lora.plan.fake import diffusers_on_meta
 
 
-class LTX2Plan(ClipPlan):
+class LTX2Plan(ClipPlan, DiffusionPlan):
     """``FamilySpec.plan``: the loaded parts on the meta device; clips of the worst bucket and their sound."""
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:

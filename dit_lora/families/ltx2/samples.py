@@ -14,10 +14,10 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.ltx2.encoders import load_reference_frames, max_sequence_length
 from dit_lora.families.ltx2.state import run_state
-from dit_lora.kit.components import module_on, vae_on
+from dit_lora.kit.components import DiffusionSamples, module_on, vae_on
 from dit_lora.kit.conditioning import kept_conditioning_image
 from dit_lora.kit.loader import model_class
-from dit_lora.kit.video_samples import TaskVideoSamples
+from dit_lora.kit.video_samples import VideoSamples
 from dit_lora.modelfiles.pipeline_files import read_component_config
 from dit_lora.output.video import write_video
 
@@ -74,7 +74,7 @@ def reference_call_kwargs(cfg: TrainConfig, task, state) -> dict[str, Any]:
     }
 
 
-class LTX2Samples(TaskVideoSamples):
+class LTX2Samples(VideoSamples, DiffusionSamples):
     """``FamilySpec.samples``: clips from ``LTX2Pipeline`` at the run's first bucket and the model's frame rate, each
     ``(frames, (waveform, rate))``, written as mp4 with sound."""
 

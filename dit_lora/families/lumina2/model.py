@@ -16,7 +16,7 @@ from dit_lora.families.lumina2.encoders import max_sequence_length
 from dit_lora.families.lumina2.state import Lumina2Run
 from dit_lora.kit.builder import LatentGrid
 from dit_lora.kit.components import Fp32VaePrecision, ShapesDemo
-from dit_lora.kit.loader import KitModel, LoadedParts, published_parts
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, published_parts
 from dit_lora.modelfiles.pipeline_files import read_component_config
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
@@ -79,7 +79,7 @@ def give_host_counts(transformer: Any, state: Lumina2Run) -> None:
     rope.forward = types.MethodType(_counted_forward, rope)
 
 
-class Lumina2Model(KitModel):
+class Lumina2Model(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Gemma-2
     in the run's weight dtype, the FLUX.1 VAE in fp32, and the tokenizer."""
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.families.lumina2.encoders import max_sequence_length, system_prompt
+from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.image_samples import SquareImageSamples
 from dit_lora.kit.sampling import flow_sampler
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 EMBEDS = ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds", "negative_prompt_attention_mask")
 
 
-class Lumina2Samples(SquareImageSamples):
+class Lumina2Samples(SquareImageSamples, DiffusionSamples):
     """``FamilySpec.samples``: Lumina2Pipeline at ``--resolution``, classifier-free guidance as the run asks (with
     the pipeline's own guidance normalisation)."""
 

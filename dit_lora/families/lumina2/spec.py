@@ -13,13 +13,17 @@ modulation is inline in its block); the generic points patch its diffusers ``RMS
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.lumina2.adapter import LUMINA2_VAE
+from dit_lora.families.lumina2.adapter import LUMINA2_VAE, Lumina2Card
 from dit_lora.families.lumina2.comfyui import EXPORT
-from dit_lora.families.lumina2.encoders import max_sequence_length
-from dit_lora.families.lumina2.model import BUCKETS
+from dit_lora.families.lumina2.encoders import Lumina2Encoders, max_sequence_length
+from dit_lora.families.lumina2.loss import Lumina2Loss
+from dit_lora.families.lumina2.model import BUCKETS, DEMO, PARTS, Lumina2Model
+from dit_lora.families.lumina2.plan import Lumina2Plan
+from dit_lora.families.lumina2.samples import Lumina2Samples
 from dit_lora.families.lumina2.state import run_state
 from dit_lora.kit.adapter import KitAdapter
-from dit_lora.kit.builder import folder_spec
+from dit_lora.kit.builder import diffusion_spec
+from dit_lora.kit.text_conditioned import TextSettingsSetup
 from dit_lora.kit.text_padding import TrimmedTextData
 
 #: what the model card, the loader and the levers say about Lumina 2
@@ -42,18 +46,24 @@ INFO = FamilyInfo(
 
 
 def lumina2_spec(name: str = "lumina2") -> FamilySpec:
-    """A new Lumina 2 spec: Lumina-Image 2.0 (and the tiny random variant of the tests); its folder's parts
-    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the trimmed caption padding, the
-    fp32 VAE of the reload, the ComfyUI export, its buckets and the size they default to."""
-    text = TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding")
-    adapter = KitAdapter(INFO, fp32_vae=LUMINA2_VAE)
-    return folder_spec(
+    """A new Lumina 2 spec: Lumina-Image 2.0 (and the tiny random variant of the tests), its parts wired by the kit's
+    :func:`~dit_lora.kit.builder.diffusion_spec`: the trimmed caption padding, the fp32 VAE of the reload, the
+    ComfyUI export, its buckets and the size they default to."""
+    encoders = Lumina2Encoders()
+    return diffusion_spec(
         name,
         INFO,
-        __package__,
-        data=text,
-        adapter=adapter,
+        model=Lumina2Model(INFO, PARTS),
+        encoders=encoders,
+        loss=Lumina2Loss,
+        samples=Lumina2Samples,
+        plan=Lumina2Plan,
+        data=TrimmedTextData(max_sequence_length, run_state, option="trim_text_padding"),
+        adapter=KitAdapter(INFO, fp32_vae=LUMINA2_VAE),
         exports=EXPORT,
         image_buckets=BUCKETS,
+        card=Lumina2Card(INFO),
         defaults=BUCKETS,
+        setup=TextSettingsSetup(encoders, run_state),
+        demo=DEMO,
     )

@@ -9,6 +9,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.qwenimage.state import run_state
+from dit_lora.kit.components import DiffusionEncoders
 from dit_lora.kit.prompts import CaptionLength, text_pipeline
 from dit_lora.kit.text_conditioned import LengthCaptions, TextSettingsSetup
 
@@ -33,7 +34,7 @@ def pad_text(embeds: torch.Tensor, mask: torch.Tensor | None, length: int) -> di
     return {"prompt_embeds": padded, "prompt_embeds_mask": full}
 
 
-class QwenImageEncoders(LengthCaptions):
+class QwenImageEncoders(LengthCaptions, DiffusionEncoders):
     """``FamilySpec.encoders``: latents of the image and Qwen2.5-VL caption embeddings (the caption length their only
     text setting: the template is the pipeline's own)."""
 

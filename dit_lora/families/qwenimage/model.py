@@ -19,7 +19,7 @@ from dit_lora.kit.components import Fp32VaePrecision
 from dit_lora.kit.conditioning import check_validation_image
 from dit_lora.kit.demo_data import add_control_images, demo_data
 from dit_lora.kit.edit_data import refuse_edit_options
-from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def check_text_length(cfg: TrainConfig) -> None:
         )
 
 
-class QwenImageModel(KitModel):
+class QwenImageModel(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and
     Qwen2.5-VL in the run's weight dtype, the VAE in fp32, and the tokenizer."""
 

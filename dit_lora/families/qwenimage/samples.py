@@ -11,13 +11,14 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, max_sequence_length
 from dit_lora.families.qwenimage.state import run_state
+from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.image_samples import SquareImageSamples
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
-class QwenImageSamples(SquareImageSamples):
+class QwenImageSamples(SquareImageSamples, DiffusionSamples):
     """``FamilySpec.samples``: QwenImagePipeline at ``--resolution``, true classifier-free guidance at
     ``--validation_guidance_scale`` with the negative ``" "``."""
 

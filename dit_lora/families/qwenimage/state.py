@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dit_lora.contract.capabilities import TextSettings
-from dit_lora.kit.run_state import RunState
+from dit_lora.kit.run_state import FamilyRun
 
 
 @dataclass
-class QwenImageRun(RunState):
+class QwenImageRun(FamilyRun):
     """The per-run state of a Qwen-Image run (mutable: the setup and data stages fill it in as they decide)."""
 
     #: the checkpoint's scheduler config: the dynamic shift's base/max values and the validation sampler

@@ -1,5 +1,22 @@
 """The sana family: everything about this model lives in this folder."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dit_lora.families.sana.options import SanaOptions
 from dit_lora.registry import FamilyEntry
 
-ENTRY = FamilyEntry.in_package(__name__, options="SanaOptions", pipelines=("SanaPipeline",))
+if TYPE_CHECKING:
+    from dit_lora.contract.spec import FamilySpec
+
+
+def build_spec(name: str) -> FamilySpec:
+    """The spec of ``name``, one of this family's names (its ``spec.py`` is imported here, when a name is first
+    built: the spec's modules load torch)."""
+    from dit_lora.families.sana.spec import sana_spec
+
+    return sana_spec(name)
+
+
+ENTRY = FamilyEntry.in_package(__name__, factory=build_spec, options=SanaOptions, pipelines=("SanaPipeline",))

@@ -17,7 +17,7 @@ from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
 from dit_lora.families.sana.state import SanaRun
 from dit_lora.kit.builder import LatentGrid, check_divisible
 from dit_lora.kit.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
-from dit_lora.kit.loader import KitModel, LoadedParts, published_parts
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, published_parts
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
@@ -45,7 +45,7 @@ def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     check_divisible(resolution, multiple, why)
 
 
-class SanaModel(KitModel):
+class SanaModel(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Gemma-2
     in the run's weight dtype, the DC-AE in fp32, and the tokenizer."""
 

@@ -9,6 +9,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.sana.encoders import max_sequence_length
+from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.image_samples import SquareImageSamples
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def inference_scheduler(comps: Components):
     return FlowMatchEulerDiscreteScheduler.from_config(config) if config else comps.scheduler
 
 
-class SanaSamples(SquareImageSamples):
+class SanaSamples(SquareImageSamples, DiffusionSamples):
     """``FamilySpec.samples``: SanaPipeline at ``--resolution``, without resolution binning."""
 
     pipeline = "SanaPipeline"

@@ -9,13 +9,13 @@ from typing import Any
 from dit_lora.config import TrainConfig
 from dit_lora.families.sanavideo.encoders import max_sequence_length
 from dit_lora.families.sanavideo.model import training_shift
-from dit_lora.kit.adapter import Snippet, VideoCard, first_frame_line, image_call_args
+from dit_lora.kit.adapter import KitCard, Snippet, VideoCard, first_frame_line, image_call_args
 
 #: the VAE SANA-Video decodes in fp32 (the reloaded pipeline's and the snippet's)
 SANA_VIDEO_VAE = "AutoencoderKLWan"
 
 
-class SanaVideoCard(VideoCard):
+class SanaVideoCard(VideoCard, KitCard):
     """``FamilySpec.card``: the usage snippet, SANA-Video's rows and the license of Efficient-Large-Model's release."""
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:

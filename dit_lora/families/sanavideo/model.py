@@ -18,7 +18,7 @@ from dit_lora.kit.conditioning import check_validation_image
 from dit_lora.kit.demo_data import build_demo_model, demo_clips
 from dit_lora.kit.info_cache import VideoNotes
 from dit_lora.kit.latents import clip_statistics
-from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, PipelineParts, TextEncoder, freeze
 from dit_lora.kit.video_sizes import OneClipPerStep
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
@@ -49,7 +49,7 @@ def make_components(cfg: TrainConfig, transformer, vae, text_encoder, scheduler_
     )
 
 
-class SanaVideoModel(KitModel):
+class SanaVideoModel(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Gemma-2
     in the run's dtype, the Wan VAE in fp32 as diffusers' docs load it, and the tokenizer."""
 

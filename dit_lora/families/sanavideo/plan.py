@@ -10,11 +10,12 @@ from dit_lora.contract.family import Components
 from dit_lora.families.sanavideo.encoders import max_sequence_length
 from dit_lora.families.sanavideo.model import make_components
 from dit_lora.kit.caption_plan import caption_embeddings
+from dit_lora.kit.components import DiffusionPlan
 from dit_lora.kit.video_sizes import ClipPlan
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 
-class SanaVideoPlan(ClipPlan):
+class SanaVideoPlan(ClipPlan, DiffusionPlan):
     """``FamilySpec.plan``: transformer, Wan VAE and Gemma-2 on the meta device; clips of the worst bucket."""
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:

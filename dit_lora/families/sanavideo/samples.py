@@ -9,11 +9,12 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.sanavideo.encoders import max_sequence_length
 from dit_lora.families.sanavideo.state import run_state
+from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.conditioning import kept_conditioning_image
-from dit_lora.kit.video_samples import TaskVideoSamples
+from dit_lora.kit.video_samples import VideoSamples
 
 
-class SanaVideoSamples(TaskVideoSamples):
+class SanaVideoSamples(VideoSamples, DiffusionSamples):
     """``FamilySpec.samples``: videos from the task's pipeline at its first bucket (unbinned), written as mp4 at
     16 fps."""
 

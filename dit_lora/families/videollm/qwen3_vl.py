@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from dit_lora.core.errors import UserError
+from dit_lora.families.videollm import qwen3_vl_moe
 from dit_lora.families.videollm.architecture import read_preprocessor_json
 from dit_lora.families.videollm.qwen2_5_vl import Qwen25VLSpec
 
@@ -110,7 +111,8 @@ def patch_times(times: Sequence[float], temporal_patch_size: int) -> list[float]
 
 
 class Qwen3VLSpec(Qwen25VLSpec):
-    """Qwen3-VL (dense): ViT with DeepStack mergers, Qwen3 language model, the time of each frame in the prompt."""
+    """Qwen3-VL: ViT with DeepStack mergers, Qwen3 language model, the time of each frame in the prompt; dense, or
+    (``sparse``) its MoE, whose differences are :mod:`.qwen3_vl_moe`'s."""
 
     name = "qwen3_vl"
     model_class = "Qwen3VLForConditionalGeneration"
@@ -120,6 +122,23 @@ class Qwen3VLSpec(Qwen25VLSpec):
     default_preprocessing = QWEN3_VIDEO_DEFAULTS
     liger_patch = "qwen3_vl"  # Liger names it by the whole model; its model_type is qwen3_vl_text
     liger_swiglu = False  # Liger's Qwen3-VL patch takes the flag and patches no MLP
+    #: the MoE checkpoints (``Qwen3VLMoeForConditionalGeneration``): their router's loss is turned off at load
+    sparse = False
+
+    def __init__(self, *, sparse: bool = False) -> None:
+        """The dense Qwen3-VL; ``sparse``: its MoE (:mod:`.qwen3_vl_moe`: another family name, class and Liger
+        patch, LoRA on the attention only, the router's load-balancing loss off)."""
+        if sparse:
+            self.sparse = True
+            self.name, self.model_class = qwen3_vl_moe.NAME, qwen3_vl_moe.MODEL_CLASS
+            self.liger_patch = qwen3_vl_moe.LIGER_PATCH
+
+    def load_model(
+        self, path: str | Path, dtype: torch.dtype = torch.bfloat16, quantization_config=None
+    ) -> torch.nn.Module:
+        """Qwen2.5-VL's loader (the M-RoPE hooks); for the MoE, with the router's loss off."""
+        model = super().load_model(path, dtype, quantization_config)
+        return qwen3_vl_moe.without_router_loss(model) if self.sparse else model
 
     def load_preprocessing(self, path: str | Path) -> dict[str, Any]:
         """The folder's ``video_preprocessor_config.json`` (else ``preprocessor_config.json``) over

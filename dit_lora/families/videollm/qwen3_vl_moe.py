@@ -1,8 +1,8 @@
 """Qwen3-VL MoE (``Qwen3VLMoeForConditionalGeneration``: ``Qwen/Qwen3-VL-30B-A3B-Instruct``,
-``Qwen/Qwen3-VL-235B-A22B-Instruct``) as a :class:`~dit_lora.families.videollm.architecture.VideoLLMSpec`.
+``Qwen/Qwen3-VL-235B-A22B-Instruct``): what its :class:`~dit_lora.families.videollm.qwen3_vl.Qwen3VLSpec`
+(``Qwen3VLSpec(sparse=True)``) changes in the dense one's.
 
-Everything but the language model's MLPs is the dense Qwen3-VL's (:class:`~dit_lora.families.videollm.qwen3_vl.
-Qwen3VLSpec`): the tower and its DeepStack mergers, the video processor's pixels, the per-patch ``<t seconds>``
+Everything but the language model's MLPs is the dense Qwen3-VL's: the tower and its DeepStack mergers, the video processor's pixels, the per-patch ``<t seconds>``
 prompt from the decoded frames' times, the ``mm_token_type_ids`` hook. Each decoder layer's MLP is a sparse block
 (transformers 5.x)::
 
@@ -20,39 +20,34 @@ adapter code passes module names only, so it is not offered: the guide says so.
 **No router loss.** ``Qwen3VLMoeForConditionalGeneration`` adds ``router_aux_loss_coef x`` its load-balancing loss
 to ``loss`` only with ``output_router_logits``; the published configs leave it off, and LLaMA-Factory's
 ``configure_moe`` does not switch it on for ``qwen3_vl_moe`` (its list names qwen3_moe, not this model). With the
-router frozen the balance it trains is not LoRA's to keep, so :meth:`load_model` turns it off whatever the folder's
-config says: the plain loss and Liger's fused one are then the same answer-token cross-entropy.
+router frozen the balance it trains is not LoRA's to keep, so the spec's ``load_model`` turns it off
+(:func:`without_router_loss`) whatever the folder's config says: the plain loss and Liger's fused one are then the same answer-token cross-entropy.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import torch
 
-from dit_lora.families.videollm.qwen3_vl import Qwen3VLSpec
-
 if TYPE_CHECKING:
     from transformers import PreTrainedConfig
 
-__all__ = ["Qwen3VLMoeSpec"]
+__all__ = ["LIGER_PATCH", "MODEL_CLASS", "NAME", "without_router_loss"]
+
+#: the family name of the MoE checkpoints
+NAME = "qwen3_vl_moe"
+#: the transformers class they load as
+MODEL_CLASS = "Qwen3VLMoeForConditionalGeneration"
+#: apply_liger_kernel_to_qwen3_vl_moe: RMSNorm (q/k norms too) and RoPE (the experts are fused parameters: Liger's
+#: MoE patch replaces no MLP, so no SwiGLU, as for the dense model)
+LIGER_PATCH = "qwen3_vl_moe"
 
 
-class Qwen3VLMoeSpec(Qwen3VLSpec):
-    """Qwen3-VL MoE: the dense Qwen3-VL's tower, frames and prompt; LoRA on the sparse language model's attention."""
-
-    name = "qwen3_vl_moe"
-    model_class = "Qwen3VLMoeForConditionalGeneration"
-    liger_patch = "qwen3_vl_moe"  # apply_liger_kernel_to_qwen3_vl_moe: RMSNorm (q/k norms too) and RoPE
-    liger_swiglu = False  # the experts are fused parameters: Liger's MoE patch replaces no MLP
-
-    def load_model(
-        self, path: str | Path, dtype: torch.dtype = torch.bfloat16, quantization_config=None
-    ) -> torch.nn.Module:
-        """The dense spec's loader, with the router's load-balancing loss off (module docstring: no router loss)."""
-        model = super().load_model(path, dtype, quantization_config)
-        config = cast("PreTrainedConfig", model.config)  # a transformers model's (nn.Module does not name it)
-        text = getattr(config, "text_config", config)
-        text.output_router_logits = False  # a folder's config asking for it would add a loss the router cannot act on
-        return model
+def without_router_loss(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with the router's load-balancing loss off (module docstring: no router loss): a folder's config
+    asking for it would add a loss the frozen router cannot act on."""
+    config = cast("PreTrainedConfig", model.config)  # a transformers model's (nn.Module does not name it)
+    text = getattr(config, "text_config", config)
+    text.output_router_logits = False
+    return model

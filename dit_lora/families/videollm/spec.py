@@ -1,7 +1,7 @@
 """The video-LLM family spec: a vision tower, a projector and a language model, trained with LoRA.
 
 :func:`family_spec` fills one :class:`~dit_lora.contract.spec.FamilySpec` per architecture (one line of
-``ARCHITECTURES`` in this package's ``__init__``), from components that each take the architecture
+:data:`ARCHITECTURES` below; :func:`videollm_spec` builds a family name's), from components that each take the architecture
 (:class:`~dit_lora.families.videollm.architecture.VideoLLMSpec`: module names, frame preprocessing, video tokens),
 so the training loop, guards, checkpoints and Hub push are the diffusion recipes' own:
 
@@ -23,17 +23,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.videollm import demo_clips
 from dit_lora.families.videollm.architecture import VideoLLMSpec
+from dit_lora.families.videollm.demo_internvl import build_tiny_internvl
+from dit_lora.families.videollm.demo_llava import build_tiny_llava_next_video
+from dit_lora.families.videollm.demo_qwen import build_tiny_qwen2_5_vl
+from dit_lora.families.videollm.demo_qwen3_vl import build_tiny_qwen3_vl
+from dit_lora.families.videollm.demo_qwen3_vl_moe import build_tiny_qwen3_vl_moe
+from dit_lora.families.videollm.internvl import InternVLSpec
+from dit_lora.families.videollm.llava_next_video import LlavaNextVideoSpec
 from dit_lora.families.videollm.loading import VideoLLMDefaults, VideoLLMModel, VideoLLMPrecision, VideoLLMTrainables
 from dit_lora.families.videollm.media import VideoQAData
 from dit_lora.families.videollm.outputs import VideoLLMAdapter, VideoLLMCard, VideoLLMSamples
 from dit_lora.families.videollm.plan import VideoLLMPlan
 from dit_lora.families.videollm.processing import QAProcessingLoader
+from dit_lora.families.videollm.qwen2_5_vl import Qwen25VLSpec
+from dit_lora.families.videollm.qwen3_vl import Qwen3VLSpec
 from dit_lora.families.videollm.state import VideoLLMLoss, VideoLLMSetup
 from dit_lora.output.names import PEFT_ADAPTER_FILE
 
@@ -100,3 +110,45 @@ def family_spec(arch: VideoLLMSpec, build_demo_model: Callable[[str | Path], Pat
         precision=VideoLLMPrecision(arch),
         demo=VideoLLMDemo(build_demo_model),
     )
+
+
+class Architecture(NamedTuple):
+    """One video-LLM architecture: what builds its :class:`~.architecture.VideoLLMSpec`, and its tiny model."""
+
+    #: a new :class:`~.architecture.VideoLLMSpec` of it (its class)
+    spec: Callable[[], VideoLLMSpec]
+    #: ``build(path) -> Path``: its tiny offline model (``--demo``, the tests)
+    demo: Callable[[str | Path], Path]
+
+
+#: family name -> its architecture, in the order the package's ``MODEL_CLASSES`` registers the names
+ARCHITECTURES: dict[str, Architecture] = {
+    "llava_next_video": Architecture(LlavaNextVideoSpec, build_tiny_llava_next_video),
+    "qwen2_5_vl": Architecture(Qwen25VLSpec, build_tiny_qwen2_5_vl),
+    "internvl": Architecture(InternVLSpec, build_tiny_internvl),
+    "qwen3_vl": Architecture(Qwen3VLSpec, build_tiny_qwen3_vl),
+    "qwen3_vl_moe": Architecture(partial(Qwen3VLSpec, sparse=True), build_tiny_qwen3_vl_moe),
+}
+
+
+def _architecture(name: str) -> Architecture:
+    if name not in ARCHITECTURES:
+        raise KeyError(f"unknown video-LLM family {name!r}; known: {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[name]
+
+
+def architecture_spec(name: str) -> VideoLLMSpec:
+    """A new :class:`~dit_lora.families.videollm.architecture.VideoLLMSpec` of family ``name`` (an unknown name:
+    KeyError naming the known)."""
+    return _architecture(name).spec()
+
+
+def build_demo_model(name: str, path: str | Path) -> Path:
+    """Build (or reuse) the tiny offline model of family ``name`` at ``path`` (an unknown name: KeyError, nothing
+    built)."""
+    return _architecture(name).demo(path)
+
+
+def videollm_spec(name: str) -> FamilySpec:
+    """The :class:`~dit_lora.contract.spec.FamilySpec` of the video-LLM architecture ``name``."""
+    return family_spec(architecture_spec(name), partial(build_demo_model, name))

@@ -19,6 +19,7 @@ from dit_lora.families.wan.state import run_state
 from dit_lora.kit.adapter import (
     SEED_ARGUMENT,
     KitAdapter,
+    KitCard,
     Snippet,
     VideoCard,
     image_call_args,
@@ -152,7 +153,7 @@ class WanExports(RenamedExport):
         save_beside_adapter(output_dir, comps, cfg)
 
 
-class WanCard(VideoCard):
+class WanCard(VideoCard, KitCard):
     """``FamilySpec.card``: the snippet, Wan's rows (size, model, schedule, experts) and Wan-AI's license."""
 
     task: WanTask

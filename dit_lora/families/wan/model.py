@@ -39,7 +39,7 @@ from dit_lora.kit.components import DiffusionPrecision
 from dit_lora.kit.demo_data import build_demo_model, demo_clips
 from dit_lora.kit.info_cache import VideoNotes
 from dit_lora.kit.latents import clip_statistics
-from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, load_pipeline
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, PipelineParts, TextEncoder, freeze, load_pipeline
 from dit_lora.kit.peft_capable import make_peft_capable
 from dit_lora.kit.video_sizes import OneClipPerStep
 from dit_lora.modelfiles.pipeline_files import (
@@ -145,7 +145,7 @@ def make_components(
     )
 
 
-class WanModel(KitModel):
+class WanModel(DiffusionModel):
     """``FamilySpec.model``: the checks of :func:`validate_wan_config`, then (the kit's loader, :data:`PARTS`) the trained
     expert(s), UMT5 and the VAE."""
 

@@ -8,10 +8,11 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.wan.info import TEXT_LEN, WanTask
 from dit_lora.families.wan.model import plan_wan_components, trained_experts
+from dit_lora.kit.components import DiffusionPlan
 from dit_lora.kit.video_sizes import ClipPlan
 
 
-class WanPlan(ClipPlan):
+class WanPlan(ClipPlan, DiffusionPlan):
     """``FamilySpec.plan``: the trained expert(s), UMT5 and the VAE on the meta device; clips of the worst bucket."""
 
     task: WanTask

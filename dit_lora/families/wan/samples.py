@@ -11,7 +11,8 @@ from dit_lora.contract.family import Components
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.families.wan.info import WanTask
 from dit_lora.families.wan.state import run_state
-from dit_lora.kit.video_samples import TaskVideoSamples
+from dit_lora.kit.components import DiffusionSamples
+from dit_lora.kit.video_samples import VideoSamples
 
 
 def _transformers(comps: Components, denoiser, stack: ExitStack) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def _transformers(comps: Components, denoiser, stack: ExitStack) -> dict[str, An
     return {"transformer": denoiser}
 
 
-class WanSamples(TaskVideoSamples):
+class WanSamples(VideoSamples, DiffusionSamples):
     """``FamilySpec.samples``: videos from the Wan pipeline, written as mp4 at the checkpoint's frame rate."""
 
     device_from_trained = True

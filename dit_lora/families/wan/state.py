@@ -7,11 +7,11 @@ from typing import Any, ClassVar
 
 import torch
 
-from dit_lora.kit.run_state import RunState
+from dit_lora.kit.run_state import FamilyRun
 
 
 @dataclass
-class WanRun(RunState):
+class WanRun(FamilyRun):
     """The per-run state of a Wan run (mutable: the data stage adds the validation image of image-to-video)."""
 
     loaded_by: ClassVar[str] = "the Wan components' loading sets it (model.make_components)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from dit_lora.contract.family import Components
+from dit_lora.kit.components import DiffusionEncoders
 from dit_lora.kit.prompts import CaptionLength, pipeline_prompts
 from dit_lora.kit.text_conditioned import LengthCaptions
 
@@ -29,7 +30,7 @@ def unpadded(embeds: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
     return [embeds[row, :n] for row, n in enumerate(lengths)]
 
 
-class ZImageEncoders(LengthCaptions):
+class ZImageEncoders(LengthCaptions, DiffusionEncoders):
     """``FamilySpec.encoders``: the cache's encoders (images: the kit's, as diffusers' Z-Image trainer encodes and
     ZImagePipeline undoes before decoding), and (``PromptText``) how a run encodes captions: the caption length its
     only text setting (template tokens included, as the pipeline counts them)."""

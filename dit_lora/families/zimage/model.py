@@ -15,7 +15,7 @@ from dit_lora.families.zimage import demo as tiny_zimage  # looked up at call ti
 from dit_lora.families.zimage.state import ZImageRun
 from dit_lora.kit.builder import AnyAspect, check_divisible
 from dit_lora.kit.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
-from dit_lora.kit.loader import KitModel, LoadedParts, model_configs, published_parts
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, model_configs, published_parts
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
@@ -44,7 +44,7 @@ def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     check_divisible(resolution, stride, why)
 
 
-class ZImageModel(KitModel):
+class ZImageModel(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Qwen3 in
     the run's weight dtype, the VAE in fp32, and the tokenizer."""
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.families.zimage.encoders import max_sequence_length, unpadded
+from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.image_samples import SquareImageSamples
 from dit_lora.kit.sampling import flow_sampler
 
@@ -23,7 +24,7 @@ def embeddings(cond: dict[str, Any], key: str, copies: int) -> list[torch.Tensor
     return [e for e in unpadded(cond[key], lengths) for _ in range(copies)]
 
 
-class ZImageSamples(SquareImageSamples):
+class ZImageSamples(SquareImageSamples, DiffusionSamples):
     """``FamilySpec.samples``: ZImagePipeline at ``--resolution``, classifier-free guidance as the run asks."""
 
     pipeline = "ZImagePipeline"

@@ -13,11 +13,17 @@ modulation is inline in its block); the generic points patch its diffusers ``RMS
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.zimage.adapter import ZIMAGE_VAE
+from dit_lora.families.zimage.adapter import ZIMAGE_VAE, ZImageCard
 from dit_lora.families.zimage.comfyui import EXPORTS
-from dit_lora.families.zimage.model import ZImageBuckets, ZImageDefaults, ZImageNotes
+from dit_lora.families.zimage.encoders import ZImageEncoders
+from dit_lora.families.zimage.loss import ZImageLoss
+from dit_lora.families.zimage.model import DEMO, PARTS, ZImageBuckets, ZImageDefaults, ZImageModel, ZImageNotes
+from dit_lora.families.zimage.plan import ZImagePlan
+from dit_lora.families.zimage.samples import ZImageSamples
+from dit_lora.families.zimage.state import run_state
 from dit_lora.kit.adapter import KitAdapter
-from dit_lora.kit.builder import folder_spec
+from dit_lora.kit.builder import diffusion_spec
+from dit_lora.kit.text_conditioned import TextSettingsSetup
 
 #: what the model card, the loader, --blocks_to_swap and FSDP2 say about Z-Image
 INFO = FamilyInfo(
@@ -41,17 +47,24 @@ INFO = FamilyInfo(
 
 
 def zimage_spec(name: str = "zimage") -> FamilySpec:
-    """A new Z-Image spec: Turbo and base, and the tiny random variants of the tests; its folder's parts
-    (:func:`~dit_lora.kit.builder.folder_spec`) and what it adds: the fp32 VAE of the reload, the
-    ComfyUI export (also a LoKr/LoHa run's), its buckets, defaults and notes."""
-    adapter = KitAdapter(INFO, fp32_vae=ZIMAGE_VAE)
-    return folder_spec(
+    """A new Z-Image spec: Turbo and base, and the tiny random variants of the tests, its parts wired by the kit's
+    :func:`~dit_lora.kit.builder.diffusion_spec`: the fp32 VAE of the reload, the ComfyUI export (also a LoKr/LoHa
+    run's), its buckets, defaults and notes."""
+    encoders = ZImageEncoders()
+    return diffusion_spec(
         name,
         INFO,
-        __package__,
-        adapter=adapter,
+        model=ZImageModel(INFO, PARTS),
+        encoders=encoders,
+        loss=ZImageLoss,
+        samples=ZImageSamples,
+        plan=ZImagePlan,
+        adapter=KitAdapter(INFO, fp32_vae=ZIMAGE_VAE),
         exports=EXPORTS,
         image_buckets=ZImageBuckets(),
+        card=ZImageCard(INFO),
         defaults=ZImageDefaults(),
         notes=ZImageNotes(),
+        setup=TextSettingsSetup(encoders, run_state),
+        demo=DEMO,
     )

@@ -48,3 +48,21 @@ def test_fp8_scaled_quantizes_every_blocks_projections_and_keeps_the_output_proj
     singles = len(model.single_transformer_blocks)
     assert sum(n.startswith("single_transformer_blocks.") and n.endswith(".proj_out") for n in names) == singles
     assert "proj_out" not in names and not any(n.startswith(("x_embedder", "distilled_guidance_layer")) for n in names)
+
+
+def test_the_model_builds_its_components_with_a_new_chroma_run():
+    """What was loaded (or planned on the meta device), with a new ChromaRun recording the checkpoint each time (no
+    guidance embedding: its config has no such key)."""
+    from types import SimpleNamespace
+
+    from dit_lora.families.chroma.model import PARTS, ChromaModel
+    from dit_lora.families.chroma.spec import INFO
+    from dit_lora.families.chroma.state import ChromaRun
+    from dit_lora.kit.loader import LoadedParts
+
+    transformer = SimpleNamespace(config=SimpleNamespace())
+    loaded = LoadedParts(transformers={"transformer": transformer}, vae=None, scheduler_config={"shift": 3.0})
+    model = ChromaModel(INFO, PARTS)
+    comps = model.build_components(None, loaded, None)
+    assert type(comps.state) is ChromaRun and comps.state.guidance_embeds is False and comps.model is transformer
+    assert model.build_components(None, loaded, None).state is not comps.state  # a new one each time

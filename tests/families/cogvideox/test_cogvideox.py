@@ -11,7 +11,6 @@ from dit_lora.catalogue.files import catalogue_of
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.families import cogvideox
 from dit_lora.families.cogvideox.i2v import CogVideoXI2VEncoders
-from dit_lora.registry import resolve
 
 
 def test_make_picks_the_family_by_name():
@@ -24,7 +23,7 @@ def test_make_picks_the_family_by_name():
 def test_entry_gives_each_name_its_own_options():
     entry = cogvideox.ENTRY
     assert entry.names == ("cogvideox", "cogvideox_i2v") and entry.default == "cogvideox"
-    t2v, i2v = (resolve(entry.options_for(name)) for name in entry.names)
+    t2v, i2v = (entry.options_for(name) for name in entry.names)
     assert t2v is not i2v and dataclasses.is_dataclass(t2v) and issubclass(i2v, t2v)
     with pytest.raises(TypeError):
         entry.options["dit"] = "x"  # the mapping is read-only

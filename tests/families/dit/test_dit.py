@@ -7,7 +7,6 @@ import dataclasses
 from helpers import ROOT
 from dit_lora.catalogue.files import catalogue_of
 from dit_lora.families import dit
-from dit_lora.registry import resolve
 from dit_lora.contract.spec import FamilySpec
 
 
@@ -21,7 +20,7 @@ def test_make_builds_a_new_dit_family_each_call():
 def test_entry_names_its_options_catalogue_demo_and_recipe():
     entry = dit.ENTRY
     assert entry.names == ("dit",)
-    options = resolve(entry.options_for("dit"))
+    options = entry.options_for("dit")
     assert dataclasses.is_dataclass(options) and options.__module__ == "dit_lora.families.dit.options"
     assert {c.family for c in catalogue_of(entry.catalogue).entries} == {"dit"}
     assert entry.demo_configs == ("dit_class/demo.yaml",)

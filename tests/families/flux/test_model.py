@@ -38,3 +38,21 @@ def replace_model(cfg, path: Path):
     from dataclasses import replace
 
     return replace(cfg, model=replace(cfg.model, pretrained_model_name_or_path=str(path)))
+
+
+def test_the_model_builds_its_components_with_a_new_flux_run():
+    """What was loaded (or planned on the meta device), with a new FluxRun recording the checkpoint each time."""
+    from types import SimpleNamespace
+
+    from dit_lora.families.flux.model import PARTS, FluxModel
+    from dit_lora.families.flux.spec import INFO
+    from dit_lora.families.flux.state import FluxRun
+    from dit_lora.kit.loader import LoadedParts
+
+    transformer = SimpleNamespace(config=SimpleNamespace(guidance_embeds=True))
+    loaded = LoadedParts(transformers={"transformer": transformer}, vae=None, scheduler_config={"shift": 3.0})
+    model = FluxModel(INFO, PARTS)
+    comps = model.build_components(None, loaded, None)
+    assert type(comps.state) is FluxRun and comps.state.guidance_embeds and comps.model is transformer
+    assert comps.state.scheduler_config == {"shift": 3.0}
+    assert model.build_components(None, loaded, None).state is not comps.state  # a new one each time

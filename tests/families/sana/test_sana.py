@@ -9,7 +9,6 @@ import pytest
 from helpers import ROOT
 from dit_lora.catalogue.files import catalogue_of
 from dit_lora.families import sana
-from dit_lora.registry import resolve
 from dit_lora.contract.spec import FamilySpec
 
 
@@ -26,7 +25,7 @@ def test_entry_names_its_options_catalogue_demo_and_recipe():
     assert entry.build("sana").name == "sana"
     with pytest.raises(KeyError, match="sana"):
         entry.build("dit")
-    options = resolve(entry.options_for("sana"))
+    options = entry.options_for("sana")
     assert dataclasses.is_dataclass(options) and options.__module__ == "dit_lora.families.sana.options"
     assert catalogue_of(entry.catalogue).entries  # the catalogue has entries
     assert all((ROOT / "recipes" / "configs" / config).is_file() for config in entry.demo_configs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from dit_lora.catalogue.entry import lookup
-from dit_lora.families.videollm import ARCHITECTURES
+from dit_lora.families.videollm.spec import ARCHITECTURES
 from dit_lora.families.videollm.catalogue import ENTRIES
 
 

@@ -15,7 +15,7 @@ pytest.importorskip("av")
 
 from dit_lora.config import TrainConfig  # noqa: E402
 from dit_lora.core.errors import UserError  # noqa: E402
-from dit_lora.families.videollm import ARCHITECTURES, build_demo_model  # noqa: E402
+from dit_lora.families.videollm.spec import ARCHITECTURES, build_demo_model  # noqa: E402
 from dit_lora.families.videollm.data import (  # noqa: E402
     check_qa_samples,
     load_qa_samples,

@@ -16,10 +16,9 @@ import torch
 from dit_lora.core.errors import UserError
 from dit_lora.families.videollm.processing import QAProcessingLoader
 from dit_lora.families.videollm.qwen3_vl import Qwen3VLSpec
-from dit_lora.families.videollm.qwen3_vl_moe import Qwen3VLMoeSpec
 from videollm_tiny import QUESTION, tiny_fixtures
 
-SPEC = Qwen3VLMoeSpec()
+SPEC = Qwen3VLSpec(sparse=True)
 tiny, model, _ = tiny_fixtures(SPEC, "demo_qwen3_vl_moe:build_tiny_qwen3_vl_moe", "tiny-qwen3-vl-moe")
 
 
@@ -107,3 +106,19 @@ def test_liger_takes_its_qwen3_vl_moe_patch_without_swiglu(model, monkeypatch):
     assert liger.apply_liger(SPEC, model, notes.append) is not None
     assert seen["model"] is model.model.language_model and seen["rms_norm"] and not seen["swiglu"]
     assert notes == ["Liger-Kernel applied to the qwen3_vl_moe language model (RMSNorm, RoPE, fused linear cross-entropy)."]
+
+
+def test_the_moe_is_the_dense_spec_with_its_own_name_class_and_liger_patch():
+    """``Qwen3VLSpec(sparse=True)``: the MoE's name, transformers class and Liger patch; the dense spec is unchanged."""
+    from dit_lora.families.videollm import qwen3_vl_moe
+
+    assert (SPEC.name, SPEC.model_class, SPEC.liger_patch, SPEC.sparse) == (
+        "qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe", True)
+    dense = Qwen3VLSpec()
+    assert (dense.name, dense.model_class, dense.liger_patch, dense.sparse) == (
+        "qwen3_vl", "Qwen3VLForConditionalGeneration", "qwen3_vl", False)
+    assert SPEC.liger_swiglu is dense.liger_swiglu is False
+    stand_in = types.SimpleNamespace(config=types.SimpleNamespace(text_config=types.SimpleNamespace(
+        output_router_logits=True)))
+    assert qwen3_vl_moe.without_router_loss(stand_in) is stand_in
+    assert stand_in.config.text_config.output_router_logits is False

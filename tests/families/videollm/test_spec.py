@@ -18,9 +18,44 @@ from dit_lora.output.names import PEFT_ADAPTER_FILE
 PACKAGE = Path(videollm.__file__).parent
 
 
-@pytest.mark.parametrize("name", list(videollm.ARCHITECTURES))
+def test_the_architectures_are_the_packages_names_in_its_order():
+    """One architecture per registered name, in MODEL_CLASSES' order, each its class's own."""
+    assert list(spec_module.ARCHITECTURES) == list(videollm.MODEL_CLASSES)
+    for name, architecture in spec_module.ARCHITECTURES.items():
+        arch = architecture.spec()
+        assert arch.name == name and arch.model_class == videollm.MODEL_CLASSES[name]
+
+
+@pytest.mark.parametrize("name", list(videollm.MODEL_CLASSES))
+def test_videollm_spec_shares_one_architecture_among_its_components(name):
+    spec = spec_module.videollm_spec(name)
+    arch = spec.model.arch
+    assert type(arch) is type(spec_module.architecture_spec(name)) and arch.name == name
+    assert spec.info.pipeline_class_name == arch.model_class
+    # every component that needs the architecture gets the same one
+    assert all(getattr(spec, field).arch is arch
+               for field in ("loss", "adapter", "video_qa", "plan", "card", "setup", "trainables", "precision"))
+
+
+def test_an_unknown_name_is_an_error_naming_the_known_ones_not_a_silent_demo(tmp_path):
+    for call in (lambda: spec_module.architecture_spec("videochat_flash"),
+                 lambda: spec_module.build_demo_model("videochat_flash", tmp_path / "m")):
+        with pytest.raises(KeyError, match="videochat_flash.*llava_next_video, qwen2_5_vl, internvl"):
+            call()
+    assert not (tmp_path / "m").exists()  # nothing was built in its place
+
+
+def test_the_demo_component_builds_its_architectures_model(monkeypatch, tmp_path):
+    built = []
+    monkeypatch.setitem(spec_module.ARCHITECTURES, "qwen2_5_vl",
+                        spec_module.ARCHITECTURES["qwen2_5_vl"]._replace(demo=lambda path: built.append(path)))
+    spec_module.videollm_spec("qwen2_5_vl").demo.build_model(tmp_path / "m")
+    assert built == [tmp_path / "m"]
+
+
+@pytest.mark.parametrize("name", list(videollm.MODEL_CLASSES))
 def test_the_spec_fills_what_the_family_did(name):
-    spec = videollm.make(name)
+    spec = videollm.build_spec(name)
     assert isinstance(spec, FamilySpec)
     # the capabilities the family class declared, now as components
     assert set(spec.capabilities) == {caps.Demo, caps.ModelDefaults, caps.Precision, caps.RunSetup, caps.Trainables,
@@ -35,7 +70,7 @@ def test_the_spec_fills_what_the_family_did(name):
 
 
 def test_each_component_is_small():
-    spec = videollm.make("llava_next_video")
+    spec = videollm.build_spec("llava_next_video")
     for field in COMPONENTS:
         component = getattr(spec, field)
         if component is not None:
@@ -66,12 +101,9 @@ def test_the_demo_builds_the_model_and_the_clips(monkeypatch, tmp_path):
     assert built[-1] == str(tmp_path / "n") and len(made) == 1
 
 
-@pytest.mark.parametrize("name", sorted(videollm.ARCHITECTURES))
+@pytest.mark.parametrize("name", sorted(videollm.MODEL_CLASSES))
 def test_the_block_list_names_the_tiny_models_decoder_layers(name, tmp_path):
     """``--blocks_to_swap`` swaps the language model's decoder layers (``FamilyInfo.block_lists``)."""
     from block_lists import assert_block_lists
 
-    from dit_lora.registry import resolve
-
-    build = resolve(videollm.ARCHITECTURES[name].demo)
-    assert_block_lists(name, build(tmp_path / name))
+    assert_block_lists(name, spec_module.build_demo_model(name, tmp_path / name))

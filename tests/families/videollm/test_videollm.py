@@ -1,6 +1,10 @@
-"""families/videollm/__init__.py: the one table of video-LLM architectures, a family spec per name of it."""
+"""families/videollm/__init__.py: the video-LLM family names and the class each trains (no torch), its ENTRY, and
+a family spec per name built through the spec module (``build_spec``)."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 from helpers import ROOT
@@ -8,52 +12,46 @@ from helpers import ROOT
 from dit_lora.catalogue.files import catalogue_of
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.families import videollm
-from dit_lora.registry import available, get_family, get_spec, resolve
+from dit_lora.families.videollm.options import VideoChatOptions
+from dit_lora.registry import available, get_family, get_spec
 
 
-def test_entry_names_are_the_architectures_in_table_order():
-    assert videollm.ENTRY.names == tuple(videollm.ARCHITECTURES)
+def test_entry_names_are_the_model_classes_in_table_order():
+    assert videollm.ENTRY.names == tuple(videollm.MODEL_CLASSES)
     assert videollm.ENTRY.default == "llava_next_video"  # the recipe's default
     assert "qwen2_5_vl" in videollm.ENTRY.names
+    assert all(videollm.ENTRY.pipelines_for(name) == (cls,) for name, cls in videollm.MODEL_CLASSES.items())
 
 
-@pytest.mark.parametrize("name", list(videollm.ARCHITECTURES))
-def test_make_builds_the_family_spec_of_each_architecture(name):
-    spec = videollm.make(name)
+def test_the_entry_holds_its_options_class_and_factory_function_not_paths():
+    """The ENTRY's options are the class itself; its factory is this package's own function."""
+    assert videollm.ENTRY.options is VideoChatOptions and videollm.ENTRY.factory is videollm.build_spec
+
+
+def test_importing_the_package_loads_no_torch():
+    """The registry imports this package for its ENTRY: the architectures' modules (torch) load only on build."""
+    code = "import sys, dit_lora.families.videollm; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("name", list(videollm.MODEL_CLASSES))
+def test_build_spec_builds_the_family_spec_of_each_architecture(name):
+    spec = videollm.build_spec(name)
     assert isinstance(spec, FamilySpec) and spec.name == name
-    arch = spec.model.arch
-    assert type(arch) is type(videollm.architecture_spec(name)) and arch.name == name
-    assert spec.info.pipeline_class_name == arch.model_class
-    # every component that needs the architecture gets the same one
-    assert all(getattr(spec, field).arch is arch
-               for field in ("loss", "adapter", "video_qa", "plan", "card", "setup", "trainables", "precision"))
+    assert spec.info.pipeline_class_name == videollm.MODEL_CLASSES[name]
 
 
-@pytest.mark.parametrize("name", list(videollm.ARCHITECTURES))
+@pytest.mark.parametrize("name", list(videollm.MODEL_CLASSES))
 def test_every_architecture_is_a_registered_family_whose_spec_is_the_factorys(name):
     assert name in available()
     assert isinstance(get_family(name), FamilySpec) and get_spec(name).model.arch.name == name
 
 
-def test_make_refuses_an_unknown_architecture():
+def test_build_spec_refuses_an_unknown_architecture():
     with pytest.raises(KeyError):
-        videollm.make("llava_onevision")
-
-
-def test_an_unknown_name_is_an_error_naming_the_known_ones_not_a_silent_demo(tmp_path):
-    for call in (lambda: videollm.architecture_spec("videochat_flash"),
-                 lambda: videollm.build_demo_model("videochat_flash", tmp_path / "m")):
-        with pytest.raises(KeyError, match="videochat_flash.*llava_next_video, qwen2_5_vl, internvl"):
-            call()
-    assert not (tmp_path / "m").exists()  # nothing was built in its place
-
-
-def test_the_demo_component_builds_its_architectures_model(monkeypatch, tmp_path):
-    built = []
-    monkeypatch.setitem(videollm.ARCHITECTURES, "qwen2_5_vl",
-                        videollm.ARCHITECTURES["qwen2_5_vl"]._replace(demo=lambda path: built.append(path)))
-    videollm.make("qwen2_5_vl").demo.build_model(tmp_path / "m")
-    assert built == [tmp_path / "m"]
+        videollm.build_spec("llava_onevision")
 
 
 def test_there_is_no_second_registry_module():

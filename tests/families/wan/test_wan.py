@@ -16,7 +16,7 @@ from dit_lora.families import wan
 from dit_lora.families.wan.i2v import WanI2VModel
 from dit_lora.families.wan.model import WanModel
 from dit_lora.families.wan.options import DEMO_VARIANTS, WanI2VOptions, WanOptions
-from dit_lora.registry import BUILT_IN, entry_for, get_family, recipe_script, resolve
+from dit_lora.registry import BUILT_IN, entry_for, get_family, recipe_script
 
 
 def test_make_picks_the_family_by_name():
@@ -42,7 +42,7 @@ def test_registry_builds_both_names_through_the_entry():
 def test_entry_gives_each_name_its_own_options():
     entry = wan.ENTRY
     assert entry.names == ("wan", "wan_i2v")
-    t2v, i2v = (resolve(entry.options_for(name)) for name in entry.names)
+    t2v, i2v = (entry.options_for(name) for name in entry.names)
     assert (t2v, i2v) == (WanOptions, WanI2VOptions)
     assert dataclasses.is_dataclass(t2v) and issubclass(i2v, t2v)
     only_i2v = {f.name for f in dataclasses.fields(i2v)} - {f.name for f in dataclasses.fields(t2v)}

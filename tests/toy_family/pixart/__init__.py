@@ -3,6 +3,8 @@ registered with ``register_family(ENTRY)`` (nothing in ``dit_lora`` names it); i
 
 from dit_lora.registry import FamilyEntry
 
+from .options import PixArtOptions
+
 
 def make(name: str):
     """The toy family's :class:`~dit_lora.contract.spec.FamilySpec` (``name`` is ``"pixart_toy"``)."""
@@ -11,4 +13,4 @@ def make(name: str):
     return pixart_spec()
 
 
-ENTRY = FamilyEntry(names=("pixart_toy",), factory=make, options=f"{__name__}.options:PixArtOptions")
+ENTRY = FamilyEntry(names=("pixart_toy",), factory=make, options=PixArtOptions)

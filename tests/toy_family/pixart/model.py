@@ -11,7 +11,7 @@ from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.core.errors import UserError
 from dit_lora.kit.builder import LatentGrid
 from dit_lora.kit.components import DiffusionPlan, Fp32VaePrecision, ddpm_schedule
-from dit_lora.kit.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.kit.loader import DiffusionModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.kit.peft_capable import make_peft_capable
 from dit_lora.kit.run_state import EpsilonRun, output_layout
 from dit_lora.modelfiles.pipeline_files import read_component_config
@@ -45,7 +45,7 @@ def pixart_components(cfg, loaded: LoadedParts, device: torch.device | None) -> 
                                       **output_layout(transformer)))
 
 
-class PixArtModel(KitModel):
+class PixArtModel(DiffusionModel):
     """``FamilySpec.model``: the kit's checks and loader, an epsilon scheduler, a resolution it can patch."""
 
     def pipeline_parts(self, cfg) -> PipelineParts:
