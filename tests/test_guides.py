@@ -8,7 +8,7 @@ Which commands: a fenced block right after a marker line in the markdown,
 * ``<!-- test: main-example -->`` in each family's guide (the page its registry entry names, ``FamilyEntry.docs``).
 
 What a run changes, and only that (:func:`offline_version`): the Hub id becomes a folder the family's ``--demo``
-builds (a tiny random model of the same architecture, :data:`DEMO_OF`), the reader's own paths (images, clips,
+builds (a tiny random model of the same architecture, :func:`stand_ins`: each family's ``GUIDE_STAND_INS``), the reader's own paths (images, clips,
 output) become temporary folders the demo fills, the sizes become the demo config's, and the run is one step long.
 Every other option is passed as written, and the run's ``train_summary.json`` must record the value the command
 gives it. A command that no longer parses, an option renamed, a config file moved or a run that fails fails here.
@@ -35,26 +35,20 @@ MARKER = re.compile(r"^<!-- test: ([a-z-]+) -->\s*$")
 #: the script every command starts with (the console script ``pip install -e .`` puts beside python)
 DIT_LORA = Path(sys.executable).with_name("dit-lora")
 
-#: per Hub id a command names: the family options that make ``--demo`` build a tiny model of that architecture
-#: (each family's ``demo.py``), and the options to drop for a local folder (None). A new id in a guide needs a line.
-DEMO_OF = {
-    "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers": {},
-    "facebook/DiT-XL-2-256": {"revision": None},  # the Hub's safetensors branch; a local folder has none
-    "THUDM/CogVideoX-5b": {"demo_cogvideox_version": "1.0-5b"},
-    "Wan-AI/Wan2.1-T2V-1.3B-Diffusers": {"demo_wan_variant": "2.1-t2v"},
-    "llava-hf/LLaVA-NeXT-Video-7B-hf": {},
-    "Qwen/Qwen-Image": {},
-    "Tongyi-MAI/Z-Image": {},
-    "black-forest-labs/FLUX.2-klein-base-4B": {"flux2_demo_variant": "klein"},
-    "black-forest-labs/FLUX.1-dev": {},
-    "lodestones/Chroma1-HD": {},
-    "Alpha-VLLM/Lumina-Image-2.0": {},
-    "krea/Krea-2-Raw": {},
-    "Lightricks/LTX-2": {},
-    "ideogram-ai/ideogram-v4": {},
-    "Efficient-Large-Model/SANA-Video_2B_480p_diffusers": {},
-    "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v": {},
-}
+
+
+def stand_ins() -> dict[str, dict]:
+    """Per Hub id a command names: the family options that make ``--demo`` build a tiny model of that architecture
+    (each family's ``demo.py``), and the options to drop for a local folder (None). Each family states its own
+    (``GUIDE_STAND_INS`` in ``tests/families/<package>/cases.py``): a new id in a guide needs a line there."""
+    from family_cases import case
+
+    found: dict[str, dict] = {}
+    for family in guides():
+        found.update(case(family, "GUIDE_STAND_INS", "tests/test_guides.py (its guide's main example)"))
+    return found
+
+
 #: options naming what the reader brings (their data, their output folder): the test's own folders instead
 READER_PATHS = ("train_data_dir", "video_folder", "output_dir", "cache_dir")
 #: options whose demo-config value replaces the command's: the demo model's sizes, the demo data's classes and the
@@ -157,16 +151,21 @@ def offline_version(words: list[str], tmp: Path) -> tuple[list[str], dict[str, s
         given = {**yaml.safe_load((ROOT / given["config"]).read_text()), **given}
     model = str(given["pretrained_model_name_or_path"])
     # a Hub id needs its stand-in; a demo config (the quickstart's) builds its own model, here in tmp
-    assert model in DEMO_OF or given.get("demo") is True, f"{model}: say in DEMO_OF which demo model stands in for it"
-    changes = {"pretrained_model_name_or_path": str(tmp / "model"), **DEMO_OF.get(model, {}), **SHORT}
+    demo_of = stand_ins()
+    assert model in demo_of or given.get("demo") is True, (
+        f"{model}: say in GUIDE_STAND_INS (tests/families/<package>/cases.py) which demo model stands in for it")
+    changes = {"pretrained_model_name_or_path": str(tmp / "model"), **demo_of.get(model, {}), **SHORT}
     for key in READER_PATHS:
         if key in given:
             changes[key] = str(tmp / key)
-    if family == "llava_next_video":  # an annotation file: the demo writes it, named as its config names it, and
-        # the clips beside it
+    if Path(demo["train_data_dir"]).suffix:  # an annotation file (a video LLM's): the demo writes it, named as its
+        # config names it, and the clips beside it
         changes["train_data_dir"] = str(tmp / "qa" / Path(demo["train_data_dir"]).name)
         changes["video_folder"] = str(tmp / "qa")
-        changes["validation_inference_steps"] = None  # a sampler option: a video LLM refuses it (config/applies.py)
+    from dit_lora.config.applies import applies_to, tagged_options
+
+    tags = tagged_options()  # a short-run option the family never reads (a video LLM's sampler steps) is refused
+    changes.update({key: None for key in SHORT if key in tags and not applies_to(tags[key], family)})
     changes.update({key: str(demo[key]) for key in DEMO_SIZES if key in demo})
     out = list(args)
     for key, value in changes.items():
@@ -218,14 +217,19 @@ def test_readme_real_use_is_the_guides_examples():
 
 
 def test_demo_of_holds_one_stand_in_per_registry_entry_and_no_stale_line():
-    """DEMO_OF's Hub ids are exactly the models the guides' main examples name, one per registry entry (its default
-    family's catalogue): a new family's guide without a line fails in test_command_parses, a stale line here."""
+    """The families' stand-ins' Hub ids are exactly the models the guides' main examples name, one per registry entry
+    (its default family's catalogue), each stated by its own family: a new family's guide without one fails here
+    naming it, a stale line too."""
+    from family_cases import case
+
     from dit_lora.catalogue import by_hub_id
     from dit_lora.registry import entry_for
 
-    named = {option_dict(split_launch(main_example(f))[2])["pretrained_model_name_or_path"] for f in guides()}
-    assert set(DEMO_OF) == named, f"DEMO_OF: add {sorted(named - set(DEMO_OF))}, drop {sorted(set(DEMO_OF) - named)}"
-    assert sorted(entry_for(by_hub_id(hub_id).family).default for hub_id in DEMO_OF) == sorted(guides())
+    for family in guides():
+        named = option_dict(split_launch(main_example(family))[2])["pretrained_model_name_or_path"]
+        stated = set(case(family, "GUIDE_STAND_INS", "tests/test_guides.py (its guide's main example)"))
+        assert stated == {named}, f"{family}'s GUIDE_STAND_INS: state {named} (its guide's model), not {stated}"
+        assert entry_for(by_hub_id(named).family).default == family, named
 
 
 def test_quickstart_is_the_install_page_and_ci_command():
@@ -263,7 +267,7 @@ def test_command_parses(where, words):
     cfg = parsed(words)
     model = cfg.model.pretrained_model_name_or_path
     if not model.startswith("."):  # a Hub id, not the quickstart's demo folder
-        assert by_hub_id(model) is not None and model in DEMO_OF, model
+        assert by_hub_id(model) is not None and model in stand_ins(), model
 
 
 def test_offline_version_changes_only_paths_sizes_and_length(tmp_path):
@@ -277,7 +281,7 @@ def test_offline_version_changes_only_paths_sizes_and_length(tmp_path):
     assert options["height"] == "64" and options["max_train_steps"] == "1"
     assert options["pretrained_model_name_or_path"] == str(tmp_path / "model") and options["demo"] == "true"
     assert options["train_data_dir"] == str(tmp_path / "train_data_dir") and "lora_alpha" not in changes
-    with pytest.raises(AssertionError, match="DEMO_OF"):
+    with pytest.raises(AssertionError, match="GUIDE_STAND_INS"):
         offline_version([*words[:4], "THUDM/CogVideoX-2b", *words[5:]], tmp_path)
     from dit_lora.core.errors import UserError
 
