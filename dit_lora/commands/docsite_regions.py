@@ -7,6 +7,8 @@ generated reference pages. What each part is built from:
 
 * ``families``: the registry (each entry's guide, names and trained classes), so a new family appears with its
   registry line and its guide page, and a removed one leaves;
+* ``real-use``: the README's block of one training command per family, each its guide's main example (the block
+  after its ``<!-- test: main-example -->`` marker; tests/test_guides.py runs them);
 * ``layers`` and ``layer-order``: pyproject.toml's ``[tool.importlinter]`` layers contract (its order, and the comment
   on each layer's line), the built-in family packages from the registry;
 * ``family-sizes``: the Python lines of each built-in family's folder, smallest first.
@@ -58,6 +60,27 @@ def families_table(root: Path, page: Path) -> str:
     return "\n".join(rows)
 
 
+#: the marker above a guide's main example, and above the README's block of them
+MAIN_EXAMPLE, REAL_USE = "<!-- test: main-example -->", "<!-- test: real-use -->"
+
+
+def main_example(page: Path) -> str | None:
+    """The fenced block (fences included) after a guide's main-example marker; None when it has none."""
+    lines = page.read_text().splitlines()
+    if MAIN_EXAMPLE not in lines:
+        return None
+    start = next(i for i in range(lines.index(MAIN_EXAMPLE) + 1, len(lines)) if lines[i].strip())
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("```"))
+    return "\n".join(lines[start + 1 : end])
+
+
+def real_use(root: Path, page: Path) -> str:
+    """The README's real-use block: every registry entry's guide's main example, in registry order."""
+    examples = [main_example(root / entry.docs) for entry in registry.entries() if entry.docs]
+    commands = [example for example in examples if example]
+    return "\n".join([REAL_USE, "```bash", *commands, "```"])
+
+
 def _layers(root: Path) -> list[tuple[str, str]]:
     """pyproject.toml's layers, top first, each with the comment on its line (its description)."""
     text = (root / "pyproject.toml").read_text()
@@ -107,6 +130,7 @@ def family_sizes(root: Path, page: Path) -> str:
 #: each part's name -> what builds it, from the checkout's root and the page's path relative to it
 REGIONS: dict[str, Callable[[Path, Path], str]] = {
     "families": families_table,
+    "real-use": real_use,
     "layers": layers_diagram,
     "layer-order": layer_order,
     "family-sizes": family_sizes,

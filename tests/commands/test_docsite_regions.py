@@ -1,5 +1,5 @@
-"""commands/docsite_regions.py: the family list, the layer order and the family sizes in the hand-written pages are
-generated from the registry, pyproject.toml and the tree, current, and rebuilt by ``docsite --write``; the pages'
+"""commands/docsite_regions.py: the family list, the README's real-use commands, the layer order and the family sizes
+in the hand-written pages are generated from the registry, the guides, pyproject.toml and the tree, current, and rebuilt by ``docsite --write``; the pages'
 opening paragraphs, which stay prose, name every family."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dit_lora.registry import BUILT_IN, entries
 from helpers import ROOT
 
 #: which generated parts each page holds
-EXPECTED = {"README.md": ["families"], "ARCHITECTURE.md": ["layers", "family-sizes"], "docs/index.md": ["families"],
+EXPECTED = {"README.md": ["real-use", "families"], "ARCHITECTURE.md": ["layers", "family-sizes"], "docs/index.md": ["families"],
             "docs/contributing.md": ["family-sizes", "layer-order"]}
 
 
@@ -79,6 +79,21 @@ def test_a_registered_family_joins_the_table_and_leaves_with_its_entry():
     assert "table_toy" not in families_table(ROOT, Path("README.md"))
 
 
+def test_the_real_use_block_is_each_guides_main_example_in_registry_order(tmp_path):
+    from dit_lora.commands.docsite_regions import REAL_USE, main_example, real_use
+
+    block = real_use(ROOT, Path("README.md"))
+    assert block.startswith(REAL_USE + "\n```bash\n") and block.endswith("\n```")
+    examples = [main_example(ROOT / e.docs) for e in entries() if e.docs]
+    assert all(examples) and block.index(examples[0]) < block.index(examples[-1])
+    assert all(example in block for example in examples)
+    page = tmp_path / "guide.md"
+    page.write_text("# A guide\n\n<!-- test: main-example -->\n\n```bash\ndit-lora launch x\n```\n")
+    assert main_example(page) == "dit-lora launch x"
+    page.write_text("# A guide without one\n")
+    assert main_example(page) is None
+
+
 def test_the_sizes_are_each_folders_lines_smallest_first():
     rows = family_sizes(ROOT, Path("ARCHITECTURE.md")).splitlines()[2:]
     shown = [(re.search(r"families/(\w+)/", r).group(1), int(r.rsplit("|", 2)[1])) for r in rows]
@@ -111,7 +126,7 @@ def test_an_unknown_part_is_refused_naming_the_page():
     text = "<!-- generated: nope -->\n<!-- end generated: nope -->\n"
     with pytest.raises(ValueError, match="x.md: no generated part is called `nope`"):
         render(text, ROOT, Path("x.md"))
-    assert set(REGIONS) == {"families", "layers", "layer-order", "family-sizes"}
+    assert set(REGIONS) == {"families", "real-use", "layers", "layer-order", "family-sizes"}
 
 
 def _opening(page: str) -> str:
