@@ -39,7 +39,7 @@ from dit_lora.data.held_out import folder_config, handler_for_source
 from dit_lora.data.kohya import plural
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig
     from dit_lora.contract.capabilities import VideoFrames
     from dit_lora.contract.spec import FamilySpec
 
@@ -84,10 +84,10 @@ _SET_CHOICES = {f.name: tuple(f.metadata["choices"]) for f in config_fields() if
 CLASS_SET = "class"
 
 
-def has_sets(cfg: TrainConfig) -> bool:
+def has_sets(data: DataOptions) -> bool:
     """Whether the run reads its data as sets: a dataset config, prior preservation's class images, or --repeats
     (its data one set listed that many times)."""
-    return bool(cfg.data.dataset_config or cfg.data.with_prior_preservation or cfg.data.repeats > 1)
+    return bool(data.dataset_config or data.with_prior_preservation or data.repeats > 1)
 
 
 def run_sets(cfg: TrainConfig, *, frames: VideoFrames | None = None) -> tuple[list[DataSet], str | None]:
@@ -97,7 +97,7 @@ def run_sets(cfg: TrainConfig, *, frames: VideoFrames | None = None) -> tuple[li
     first --num_class_images images). ``frames``: the video family's clip buckets, which fit another trainer's sizes
     to its rules (:func:`fit_to_family`)."""
     note = None
-    read = data_sets_of(cfg)
+    read = data_sets_of(cfg.data, cfg.data_sets)
     if read is not None:
         sets, note = list(read.sets), read.note
         sets = [fit_to_family(cfg, s, frames) for s in sets] if frames is not None else sets
@@ -162,7 +162,7 @@ def set_configs(cfg: TrainConfig, *, frames: VideoFrames | None = None) -> list[
     (the memory plan plans every set's; ``frames``: a video family's, :func:`run_sets`). With class images a
     micro-batch holds as many of them as of its own images, which the plan counts as a batch twice the size (two
     forwards keep their activations for one backward)."""
-    if not has_sets(cfg):
+    if not has_sets(cfg.data):
         return [cfg]
     sets, _ = run_sets(cfg, frames=frames)
     configs = [set_config(cfg, s) for s in sets]
@@ -320,7 +320,7 @@ class SetsMedia:
     """A :class:`~dit_lora.data.prepared_data.MediaHandler` over several sets, one family handler each (see the module)."""
 
     def __init__(self, cfg: TrainConfig, spec: FamilySpec, make: Callable[[TrainConfig], Any] | None = None) -> None:
-        assert has_sets(cfg), "SetsMedia reads --dataset_config or --with_prior_preservation's class images"
+        assert has_sets(cfg.data), "SetsMedia reads --dataset_config or --with_prior_preservation's class images"
         self.cfg, self.spec = cfg, spec
         self.sets, self.note = run_sets(cfg, frames=spec.video_frames)
         self.class_listed = 0  # the class images --class_data_dir holds (list_samples counts them)
@@ -575,4 +575,4 @@ class _SetsDataset(torch.utils.data.Dataset):
 
 def sets_media(cfg: TrainConfig, spec: FamilySpec) -> SetsMedia | None:
     """The run's :class:`SetsMedia` when it reads sets (a dataset config, or class images), else None."""
-    return SetsMedia(cfg, spec) if has_sets(cfg) else None
+    return SetsMedia(cfg, spec) if has_sets(cfg.data) else None

@@ -104,10 +104,10 @@ def _sample_encoder(encoders, comps) -> Callable[[list], dict[str, torch.Tensor]
     return None if encode is None else lambda chosen: encode(comps, chosen)
 
 
-def _checked_cache_files(cfg: TrainConfig, media, comps, samples: list, training: int, accelerator, log):
+def _checked_cache_files(data: DataOptions, media, comps, samples: list, training: int, accelerator, log):
     """Stage 3a: each sample's cache file, its bad existing entries deleted; returns (cache folder, files,
     ``{index: problem}`` of the bad entries, indices still to encode). Indices >= ``training`` are held out."""
-    root = cache_root_for(cfg.data)
+    root = cache_root_for(data)
     if isinstance(media, SetsMedia):  # each set's entries in its own namespace
         folder, files = media.cache_files(root, comps, samples)
     else:
@@ -129,7 +129,7 @@ def _checked_cache_files(cfg: TrainConfig, media, comps, samples: list, training
 
 
 def _encode_missing(
-    cfg: TrainConfig, media, encoders, comps, samples: list, files: list[Path], missing: list[int], accelerator
+    data: DataOptions, media, encoders, comps, samples: list, files: list[Path], missing: list[int], accelerator
 ):
     """Stage 3b: encode the missing cache entries, each rank its share; returns ``{index: reason}`` of the
     samples that could not be encoded finitely, over all ranks."""
@@ -147,7 +147,7 @@ def _encode_missing(
             encode_images=lambda px: encoders.encode_images(comps, px),
             encode_prompts=lambda caps: encoders.encode_prompts(comps, caps),
             load_pixels=media.pixel_loader(samples),
-            random_flip=cfg.data.random_flip,
+            random_flip=data.random_flip,
             batch_size=media.encode_batch_size,
             rank=rank,
             log=say,
@@ -178,8 +178,8 @@ def cached_data(cfg: TrainConfig, spec, media, comps, samples: list, held: list,
     """Stage 3: cache the training and held-out samples together (each file once) and return the cached data."""
     encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
     training, samples = len(samples), samples + held  # cached together, each file once: indices >= training held out
-    folder, files, invalid, missing = _checked_cache_files(cfg, media, comps, samples, training, accelerator, log)
-    failed = _encode_missing(cfg, media, encoders, comps, samples, files, missing, accelerator)
+    folder, files, invalid, missing = _checked_cache_files(cfg.data, media, comps, samples, training, accelerator, log)
+    failed = _encode_missing(cfg.data, media, encoders, comps, samples, files, missing, accelerator)
     _list_failures(failed, invalid, samples, training, left_out)
     keep = [i for i in range(len(files)) if i not in failed]
     if failed:

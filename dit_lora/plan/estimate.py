@@ -374,7 +374,7 @@ def plan_run(
     steps, encode_peak, read_share = traces(settings, shares=device == "cpu")
     quantized = cfg.model.quantize_base if quantize.enabled(cfg.model) else None
     # the base's say is cache_parked's (a lever may change the base): here the run's and the family's
-    waits = cached and cache_parking.run_caches(cfg) and _family_lets_blocks_wait(spec, cfg)
+    waits = cached and cache_parking.run_caches(cfg.data) and _family_lets_blocks_wait(spec, cfg)
     where = types.SimpleNamespace(device=device, engine=engine, blocks_wait=waits, quantized=quantized)
     cache_weights, load_phase, mapped = cache_phase_weights(cfg, spec, comps, weights, swap, where, read_share, sub)
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"

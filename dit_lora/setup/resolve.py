@@ -86,13 +86,13 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
     if (
         cfg.performance.blocks_to_swap
     ):  # also for `dit-lora plan`: a count or a base a run refuses is planned for no run
-        block_swap.check_config(cfg, spec.name, spec.info.block_lists, block_count(cfg, spec))
+        block_swap.check_config(cfg.performance, cfg.model, spec.name, spec.info.block_lists, block_count(cfg, spec))
     if validate:
         spec.model.validate_config(cfg)
         check_image_buckets(spec, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
-        masks.check_options(cfg)  # --unmasked_weight without --masked_loss: one paragraph
-        held_out.check_options(cfg)  # a --validation_data_dir that does not exist: one paragraph
-        activation_offload.check_config(cfg)  # --activation_offloading with --compile: one paragraph
+        masks.check_options(cfg.data, cfg.explicit)  # --unmasked_weight without --masked_loss: one paragraph
+        held_out.check_options(cfg.data)  # a --validation_data_dir that does not exist: one paragraph
+        activation_offload.check_config(cfg.performance)  # --activation_offloading with --compile: one paragraph
     return Resolved(config=cfg, spec=spec, defaults=defaults)
 
 

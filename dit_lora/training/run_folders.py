@@ -52,7 +52,7 @@ def data_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
     ):  # a local `datasets` folder; a Hub id is no folder here
         found.append(("--dataset_name", cfg.data.dataset_name))
     found.append(("--video_folder", getattr(cfg.family_options, "video_folder", None)))  # the video LLMs' option
-    read = data_sets_of(cfg)  # each set's folder, as setup read the dataset config
+    read = data_sets_of(cfg.data, cfg.data_sets)  # each set's folder, as setup read the dataset config
     for data_set in read.sets if read is not None else ():
         where = f"--dataset_config set {data_set.name}:"
         found.append((where, data_set.options.get("train_data_dir")))

@@ -171,7 +171,7 @@ def start_run(checked: Checked) -> Run:
     check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
     check_compiler(cfg.performance.compile, accelerator.device.type)
     # before anything loads (the plan also checks backbone training)
-    quantize.check_config(cfg, accelerator.device.type, spec)
+    quantize.check_config(cfg.model, cfg.training, accelerator.device.type, spec)
     plan = None
     if not cfg.guards.ignore_memory_plan:  # made once a launch, by the main process: every rank's is the same
         plan = main_process_check(
