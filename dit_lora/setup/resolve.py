@@ -29,6 +29,7 @@ from dit_lora.catalogue.entry import lookup
 from dit_lora.config import TrainConfig
 from dit_lora.config.dataset_config import with_data_sets
 from dit_lora.config.parser import parse_config
+from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.spec import FamilySpec, require
 from dit_lora.data import held_out, masks
 from dit_lora.data.image_media import check_image_buckets
@@ -86,7 +87,9 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
     if (
         cfg.performance.blocks_to_swap
     ):  # also for `dit-lora plan`: a count or a base a run refuses is planned for no run
-        block_swap.check_config(cfg.performance, cfg.model, spec.name, spec.info.block_lists, block_count(cfg, spec))
+        block_swap.check_config(
+            cfg.performance, cfg.model, spec.name, spec.info.block_lists, block_count(cfg.model, spec)
+        )
     if validate:
         spec.model.validate_config(cfg)
         check_image_buckets(spec, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
@@ -96,14 +99,14 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
     return Resolved(config=cfg, spec=spec, defaults=defaults)
 
 
-def block_count(cfg: TrainConfig, spec: FamilySpec) -> int | None:
+def block_count(model: ModelOptions, spec: FamilySpec) -> int | None:
     """The model's number of repeated blocks in its longest block list (what ``--blocks_to_swap`` counts), read from
     its config where the memory plan reads it (the most of the plan's ``swap_depth_keys``, one per list, where it
     has them: a model of several lists; else its ``depth_key``); None when the family has no plan or the config
     cannot be read (the swap then counts the blocks once they are loaded)."""
-    if spec.plan is None or not cfg.model.pretrained_model_name_or_path:
+    if spec.plan is None or not model.pretrained_model_name_or_path:
         return None
-    read, counts = config_reader(cfg.model), []
+    read, counts = config_reader(model), []
     for file, key in getattr(spec.plan, "swap_depth_keys", None) or (spec.plan.depth_key,):
         sub, _, name = file.rpartition("/")
         found = read(sub, name)

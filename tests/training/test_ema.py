@@ -265,8 +265,12 @@ def test_the_memory_plan_counts_the_ema_where_the_device_holds_it():
     from dit_lora.plan.estimate import _ema_bytes
 
     trainable = [torch.zeros(10, 10), torch.zeros(5)]
-    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True), trainable, "cuda") == 4 * 105 * 2  # + snapshot
-    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True, finite_guard=False), trainable, "cuda") == 420
-    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True, ema_device="cpu"), trainable, "cuda") == 0
-    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True, ema_device="cpu"), trainable, "cpu") == 840
-    assert _ema_bytes(TrainConfig.for_family("sana"), trainable, "cpu") == 0
+
+    def _sections(cfg):  # the two sections the estimate reads
+        return cfg.training, cfg.guards
+
+    assert _ema_bytes(*_sections(TrainConfig.for_family("sana", use_ema=True)), trainable, "cuda") == 4 * 105 * 2  # + snapshot
+    assert _ema_bytes(*_sections(TrainConfig.for_family("sana", use_ema=True, finite_guard=False)), trainable, "cuda") == 420
+    assert _ema_bytes(*_sections(TrainConfig.for_family("sana", use_ema=True, ema_device="cpu")), trainable, "cuda") == 0
+    assert _ema_bytes(*_sections(TrainConfig.for_family("sana", use_ema=True, ema_device="cpu")), trainable, "cpu") == 840
+    assert _ema_bytes(*_sections(TrainConfig.for_family("sana")), trainable, "cpu") == 0
