@@ -193,7 +193,7 @@ def _check_dataset_config(cfg: TrainConfig) -> None:
         explicit = frozenset(data_set.options)
         probe = dataclasses.replace(cfg, **data_set.options, explicit=explicit)
         where = f"data set {i} of {path}"
-        check_applies(probe, lambda name: f"`{data_set.keys.get(name, name)}` in {where}")  # noqa: B023 (this set)
+        check_applies(probe.model.family, probe.explicit, lambda name: f"`{data_set.keys.get(name, name)}` in {where}")  # noqa: B023 (this set)
         _check_frame_sizes(cfg.video, data_set, f"data set {i} (`{data_set.name}`) of {path}")
         _check_origin(cfg, data_set, f"data set {i} (`{data_set.name}`) of {path}")
 

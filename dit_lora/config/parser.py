@@ -74,7 +74,7 @@ def parse_config(
     explicit = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
     options = owners.options_class(family)(**own)
     cfg: TrainConfig = TrainConfig(**common, family_options=options, explicit=explicit, notes=tuple(notes))
-    check_applies(cfg, lambda name: _given(name, argv, yaml_path), chosen_by)
+    check_applies(cfg.model.family, cfg.explicit, lambda name: _given(name, argv, yaml_path), chosen_by)
     check_type_options(cfg, lambda name: _given(name, argv, yaml_path))
     # a --dataset_config file, not the --config YAML's own `datasets:` list: a run option at its top is refused
     standalone = not yaml_path or Path(cfg.data.dataset_config or "") != Path(yaml_path)
