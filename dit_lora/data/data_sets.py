@@ -57,7 +57,7 @@ def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
     (``is_reg``) never take the run's --instance_prompt (the instance's caption on a generic image would teach the
     identifier to the class). An option another trainer's file only implies (its default, :func:`yielded`) yields
     to the run's explicit one."""
-    kept = yielded(cfg, data_set)
+    kept = yielded(cfg.is_set, data_set)
     values = {
         "train_data_dir": None,
         "dataset_name": None,
@@ -71,10 +71,11 @@ def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
     return dataclasses.replace(cfg, **values, explicit=explicit)
 
 
-def yielded(cfg: TrainConfig, data_set: DataSet) -> dict[str, str]:
+def yielded(is_set: Callable[[str], bool], data_set: DataSet) -> dict[str, str]:
     """The options of ``data_set`` that another trainer's file only implies (its default, never written) and the run
-    gives explicitly (a flag or a --config key), each with the words of that default: the run's take their place."""
-    return {n: words for n, words in data_set.derived.implied.items() if cfg.is_set(n)}
+    gives explicitly (a flag or a --config key: ``is_set``, the run's ``cfg.is_set``), each with the words of that
+    default: the run's take their place."""
+    return {n: words for n, words in data_set.derived.implied.items() if is_set(n)}
 
 
 #: the words a set option takes as its value (its choices), which a message names after it
@@ -359,7 +360,7 @@ class SetsMedia:
         run_sizes = [f"--{n}" for n in FRAME_SIZES if getattr(self.cfg.video, n) is not None]
         if s.options.get("frame_buckets") and run_sizes:
             extras.append(f"its own frame buckets in place of the run's {'/'.join(run_sizes)}")
-        for name, words in yielded(self.cfg, s).items():
+        for name, words in yielded(self.cfg.is_set, s).items():
             extras.append(f"the run's --{name} {self.cfg.option(name)} in place of {words}")
         fitted = fitted_line(s)
         extras += [fitted] if fitted else []

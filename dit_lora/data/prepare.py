@@ -157,7 +157,11 @@ def prepare_data(cfg: TrainConfig, spec: FamilySpec, comps, accelerator, media=N
     if cfg.data.caption_dropout_probability > 0:
         log(caption_dropout.start_line(cfg.data.caption_dropout_probability))
     if cfg.data.cache_latents and media.cacheable:
-        return _paired(cached_data(cfg, spec, media, comps, samples, held, left_out, accelerator, log))
+        return _paired(
+            cached_data(
+                cfg.data, cfg.training.output_dir, spec, media, comps, samples, held, left_out, accelerator, log
+            )
+        )
     write_quarantine(cfg.training.output_dir, accelerator, left_out.entries)
     world = accelerator.num_processes
     return _paired(

@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -31,9 +30,6 @@ from dit_lora.data.cache import (
 )
 from dit_lora.data.data_sets import SetsMedia
 from dit_lora.data.kohya import copy_of
-
-if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
 from dit_lora.data.prepared_data import LeftOut, PreparedData, write_quarantine
 
 
@@ -174,17 +170,28 @@ def _list_failures(failed: dict[int, str], invalid: dict[int, str], samples: lis
         left_out.entries.append({"key": samples[i].key, "reason": reason, **repeats, **source})
 
 
-def cached_data(cfg: TrainConfig, spec, media, comps, samples: list, held: list, left_out: LeftOut, accelerator, log):
+def cached_data(
+    data: DataOptions,
+    output_dir: str,
+    spec,
+    media,
+    comps,
+    samples: list,
+    held: list,
+    left_out: LeftOut,
+    accelerator,
+    log,
+):
     """Stage 3: cache the training and held-out samples together (each file once) and return the cached data."""
     encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
     training, samples = len(samples), samples + held  # cached together, each file once: indices >= training held out
-    folder, files, invalid, missing = _checked_cache_files(cfg.data, media, comps, samples, training, accelerator, log)
-    failed = _encode_missing(cfg.data, media, encoders, comps, samples, files, missing, accelerator)
+    folder, files, invalid, missing = _checked_cache_files(data, media, comps, samples, training, accelerator, log)
+    failed = _encode_missing(data, media, encoders, comps, samples, files, missing, accelerator)
     _list_failures(failed, invalid, samples, training, left_out)
     keep = [i for i in range(len(files)) if i not in failed]
     if failed:
         log(f"{len(failed)} sample(s) could not be encoded finitely and are left out (see {left_out.path})")
-    write_quarantine(cfg.training.output_dir, accelerator, left_out.entries)
+    write_quarantine(output_dir, accelerator, left_out.entries)
     left_out.stop_if_too_many()
     held_keep, keep = [i for i in keep if i >= training], [i for i in keep if i < training]
     if not keep:
@@ -197,7 +204,7 @@ def cached_data(cfg: TrainConfig, spec, media, comps, samples: list, held: list,
     kept = [samples[i] for i in keep]
     # Encoded now, while the text encoder is loaded (the family releases it after the data is built).
     empty = caption_dropout.cached_empty_prompt(
-        cfg.data.caption_dropout_probability,
+        data.caption_dropout_probability,
         folder,
         lambda caps: encoders.encode_prompts(comps, caps),
         accelerator,
