@@ -393,9 +393,9 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
     from dit_lora.plan.report import device_memory, device_name, format_plan, parse_memory
     from dit_lora.setup.resolve import resolve
 
-    def model_family(common) -> str:  # no --family and no `family:`: the model's (its common options known)
-        _plan_demo_exists(common.model, rest)
-        return family_for_model(common.model)
+    def model_family(model: ModelOptions) -> str:  # no --family and no `family:`: the model's (its options known)
+        _plan_demo_exists(model, rest)
+        return family_for_model(model)
 
     def checked(cfg: TrainConfig) -> None:  # a demo named that does not exist yet, then the model as `train` checks it
         _plan_demo_exists(cfg.model, rest)

@@ -52,7 +52,7 @@ def resolve(
     *,
     prog: str | None = None,
     needs_data: bool = True,
-    infer_family: Callable[[TrainConfig], str | tuple[str, str]] | None = None,
+    infer_family: Callable[[ModelOptions], str | tuple[str, str]] | None = None,
     check: Callable[[TrainConfig], None] | None = None,
     build_demo: bool = True,
     validate: bool = True,
