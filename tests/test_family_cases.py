@@ -38,8 +38,11 @@ def test_a_per_name_case_is_the_names_value_or_one_for_every_name():
 def test_a_family_registered_elsewhere_has_no_cases_file():
     from dit_lora.registry import FamilyEntry, register_family, unregister_family
 
-    entry = FamilyEntry(names=("cases_toy",), factory="toy.module:spec")
-    register_family(entry)
+    def never_built(name):
+        raise AssertionError("a family's cases are found without building its spec")
+
+    entry = FamilyEntry(names=("cases_toy",), factory=never_built)
+    register_family(entry, lazy=True)
     try:
         assert package_of("cases_toy") is None and cases("cases_toy") is None
         assert case("cases_toy", "UPSTREAM_SYNCS", "a test", default="none") == "none"

@@ -35,5 +35,5 @@ def test_which_names_train_under_fsdp2_is_what_their_specs_declare():
     declared = [name for name in demo_names() if get_spec(name).info.block_lists]
     assert fsdp2_names() == declared
     assert set(demo_names()) - set(declared) == set(NO_FSDP2), "name why in NO_FSDP2"
-    built_in = {e.default for e in entries() if str(e.factory).startswith(BUILT_IN_PACKAGE + ".")}
+    built_in = {e.default for e in entries() if e.factory.__module__.startswith(BUILT_IN_PACKAGE + ".")}
     assert {entry_for(name).default for name in [*declared, *NO_FSDP2]} == built_in  # no family left out

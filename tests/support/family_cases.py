@@ -57,9 +57,7 @@ def package_of(name: str) -> str | None:
     their own cases)."""
     from dit_lora.registry import BUILT_IN_PACKAGE, entry_for
 
-    factory = entry_for(name).factory
-    module = factory if isinstance(factory, str) else factory.__module__
-    module = module.partition(":")[0]
+    module = entry_for(name).factory.__module__
     prefix = BUILT_IN_PACKAGE + "."
     return module[len(prefix):].split(".")[0] if module.startswith(prefix) else None
 
@@ -116,4 +114,4 @@ def entry_defaults() -> list[str]:
     """The default name of each built-in registry entry, in registry order (one per family package)."""
     from dit_lora.registry import BUILT_IN_PACKAGE, entries
 
-    return [e.default for e in entries() if str(e.factory).startswith(BUILT_IN_PACKAGE + ".")]
+    return [e.default for e in entries() if e.factory.__module__.startswith(BUILT_IN_PACKAGE + ".")]
