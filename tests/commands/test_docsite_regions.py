@@ -154,7 +154,7 @@ def test_the_family_the_prose_calls_the_largest_diffusion_family_is(page):
     """Beside the generated sizes the prose names the largest diffusion family's folder: it must be the largest."""
     from family_cases import entry_defaults, package_of
 
-    from dit_lora.kit.components import DiffusionModel
+    from dit_lora.kit.loader import DiffusionModel
     from dit_lora.registry import get_spec
 
     named = re.findall(r"`families/(\w+)/`\)?,? the largest diffusion family", (ROOT / page).read_text())
