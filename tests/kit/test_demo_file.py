@@ -57,7 +57,7 @@ def copy_as_package(module: str, tmp_path, monkeypatch, edit) -> DemoFile:
 def test_every_family_states_its_demo_as_data():
     from family_cases import entry_defaults, package_of
 
-    from dit_lora.kit.components import DiffusionModel
+    from dit_lora.kit.loader import DiffusionModel
     from dit_lora.registry import get_spec
 
     # every built-in diffusion family builds its demo with the kit (not the video LLMs: transformers models)

@@ -107,7 +107,7 @@ def variant_fits(cls: type, package: str, homes: tuple[str, ...]) -> bool:
 def test_the_diffusion_families_are_found():
     """The scan sees every built-in family whose model is a DiffusionModel (the kit's base), with all its names, and
     no video LLM."""
-    from dit_lora.kit.components import DiffusionModel
+    from dit_lora.kit.loader import DiffusionModel
 
     models: dict[str, list[str]] = {}
     for name in registry.available():
