@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch
     import torch
 
-    from dit_lora.config.schema import TrainConfig, ValidationOptions
+    from dit_lora.config.schema import ModelOptions, TrainConfig, ValidationOptions
 
 
 # ---- the required components (every family fills these four) --------------------------------
@@ -275,8 +275,8 @@ class ModelCard(Protocol):
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """Family-specific rows of the training-settings table."""
 
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """The base model's license, when known."""
+    def base_model_license(self, model: ModelOptions) -> str | None:
+        """The base model's license, when known (``model``: the run's ``cfg.model``)."""
 
 
 @runtime_checkable

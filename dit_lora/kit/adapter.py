@@ -40,7 +40,7 @@ from dit_lora.output.names import PEFT_ADAPTER_FILE
 from dit_lora.output.video import snippet_write_video
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import ModelOptions, TrainConfig
     from dit_lora.kit.info_cache import VideoTask
 
 #: the seed argument every snippet's pipeline call ends with (the same image on every run of it)
@@ -331,10 +331,10 @@ class KitCard:
         """The family's rows (none here)."""
         return {}
 
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
+    def base_model_license(self, model: ModelOptions) -> str | None:
         """The base model's license as the family's catalogue states it for its Hub id (``licenses`` in its
         ``catalogue.json``: :func:`~dit_lora.catalogue.license_of`); None for a local folder or an unnamed model."""
-        return license_of(cfg.model.family, cfg.model.path)
+        return license_of(model.family, model.path)
 
 
 class VideoCard:

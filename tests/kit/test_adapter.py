@@ -121,7 +121,7 @@ def test_the_kit_card_builds_the_default_snippet_from_the_pipeline_class():
     compile(code, "snippet", "exec")
     assert "pipe = ZImagePipeline.from_pretrained(base, torch_dtype=torch.bfloat16)" in code
     assert '    prompt="a dog",\n    height=256, width=256,\n    num_inference_steps=7, ' in code
-    assert card.card_settings(cfg) == {} and card.base_model_license(cfg) is None
+    assert card.card_settings(cfg) == {} and card.base_model_license(cfg.model) is None
 
 
 def _diffusion_families() -> list[str]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.config.schema import ValidationOptions
+from dit_lora.config.schema import ModelOptions, ValidationOptions
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_text_atomic
 from dit_lora.families.videollm.architecture import VideoLLMSpec, model_folder
@@ -115,7 +115,7 @@ class VideoLLMCard:
 
     arch: VideoLLMSpec
 
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
+    def base_model_license(self, model: ModelOptions) -> str | None:
         """Not known for video LLMs."""
         return None
 
