@@ -244,16 +244,16 @@ def image_lines(extra_import: str, image_arg: str) -> tuple[list[str], list[str]
     return imports, [image_arg.strip()] if image_arg else []
 
 
-def first_frame_line(cfg: TrainConfig) -> str:
+def first_frame_line() -> str:
     """The snippet line an image-to-video card loads its first frame with: the run's own (``--validation_image``, else
     its first clip's first frame), written beside the adapter (:func:`~.conditioning.card_input_source`)."""
     return f"image = load_image({card_input_source()})  # the first frame to animate\n"
 
 
-def first_frame_image(cfg: TrainConfig) -> tuple[str, str, str]:
+def first_frame_image() -> tuple[str, str, str]:
     """An image-to-video card's ``snippet_image`` parts (:func:`image_lines`): ``load_image`` imported, the first
     frame loaded (:func:`first_frame_line`), passed as ``image=``."""
-    return ", load_image", first_frame_line(cfg), "\n    image=image,"
+    return ", load_image", first_frame_line(), "\n    image=image,"
 
 
 class KitCard:

@@ -36,14 +36,14 @@ class CogVideoXCard(KitCard):
         super().__init__(info)
         self.video = video
 
-    def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
+    def snippet_image(self) -> tuple[str, str, str]:
         """(extra import, lines before the call, argument) for the snippet's conditioning image (none here)."""
         return "", "", ""
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The pipeline with the adapter loaded, one video of the run's first bucket, written as MP4."""
         frames, height, width = self.video.video_buckets(cfg)[0]
-        extra_import, before, image_arg = self.snippet_image(cfg)
+        extra_import, before, image_arg = self.snippet_image()
         imports, image = image_lines(extra_import, image_arg)
         tiling = "pipe.vae.enable_tiling()  # decode in tiles: much less memory\n"
         return Snippet(

@@ -53,7 +53,7 @@ class HunyuanVideo15Card(VideoCard, KitCard):
             load=load,
             before_to="pipe.vae.enable_tiling()  # its attention spans a whole clip: tiles keep the decode in memory\n",
             before_call=f"pipe.guider = ClassifierFreeGuidance(guidance_scale={guidance})  # the call takes none\n"
-            + (first_frame_line(cfg) if i2v else ""),
+            + (first_frame_line() if i2v else ""),
             call_args=[
                 f"prompt={self.prompt(cfg)},",
                 *(["image=image,"] if i2v else [f"height={height}, width={width},"]),

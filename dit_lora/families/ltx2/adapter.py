@@ -41,7 +41,7 @@ class LTX2Card(VideoCard, KitCard):
                 *(IC_IMPORTS if ic else []),
             ],
             before_call=(
-                first_frame_line(cfg)
+                first_frame_line()
                 if i2v
                 else f"with av.open({json.dumps(reference_src)}) as clip:  # the reference clip, its frames\n"
                 "    frames = [frame.to_image() for frame in clip.decode(video=0)]\n"

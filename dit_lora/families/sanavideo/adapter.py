@@ -28,7 +28,7 @@ class SanaVideoCard(VideoCard, KitCard):
             repo_or_dir,
             vae=SANA_VIDEO_VAE,
             imports=["from diffusers.utils import load_image\n"] if i2v else [],
-            before_call=first_frame_line(cfg) if i2v else "",
+            before_call=first_frame_line() if i2v else "",
             call_args=[
                 f"prompt={self.prompt(cfg)},",
                 *(["image=image,"] if i2v else []),

@@ -161,7 +161,7 @@ class WanCard(VideoCard, KitCard):
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """Loading the adapter(s) with diffusers (each expert's file into its transformer) and making a video."""
         frames, height, width = self.task.video_buckets(cfg)[0]
-        extra_import, before, image_arg = self.snippet_image(cfg)
+        extra_import, before, image_arg = self.snippet_image()
         imports, image = image_lines(extra_import, image_arg)
         return self.video_snippet(
             cfg,
@@ -182,7 +182,7 @@ class WanCard(VideoCard, KitCard):
             "# loader in dit-lora's comfyui tests, and through diffusers' converter in CI): LoRA loader, strength 1.0\n",
         )
 
-    def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
+    def snippet_image(self) -> tuple[str, str, str]:
         """(extra import, lines before the call, argument) for the usage snippet's conditioning image (none)."""
         return "", "", ""
 
