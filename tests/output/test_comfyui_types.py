@@ -311,7 +311,7 @@ def test_runs_write_their_comfyui_file_for_lokr_and_say_why_not_for_dora(kind, l
     from dit_lora.families.wan.adapter import save_beside_adapter
 
     writers = {
-        "wan": lambda d: save_beside_adapter(d, SimpleNamespace(state=None), None),
+        "wan": lambda d: save_beside_adapter(d, SimpleNamespace(state=None)),
         "flux2": lambda d: flux2.EXPORT.save_adapter_extras(d, None, None),
         "zimage": lambda d: ZIMAGE_EXPORTS.save_adapter_extras(d, None, None),
         "qwenimage": lambda d: QWEN_EXPORTS.save_adapter_extras(d, None, None),

@@ -21,7 +21,7 @@ from dit_lora.kit.peft_capable import PeftFitting
 from dit_lora.output.names import CLASSES_FILE
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, TrainConfig
 
 
 def trained_classes(cfg: TrainConfig) -> tuple[list[str] | None, int | None]:
@@ -55,7 +55,7 @@ class DiTFitting(PeftFitting):
 class DiTAdapterExtras:
     """``FamilySpec.adapter_extras``: the run's label map beside the adapter."""
 
-    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
+    def save_adapter_extras(self, output_dir: Path, comps: Components, options: FamilyOptions) -> None:
         """The label map the setup component built (``dit_lora_classes.json``)."""
         state = run_state(comps)
         if state.classes is not None:

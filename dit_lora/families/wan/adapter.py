@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import FamilyOptions
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
@@ -55,7 +56,7 @@ def adapter_files(comps: Components) -> dict[str, str]:
     return {EXPERT_FILES[e]: e for e in experts}
 
 
-def save_beside_adapter(output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
+def save_beside_adapter(output_dir: Path, comps: Components) -> None:
     """For an A14B run, the adapter index (which file loads into which transformer); then the ComfyUI files (LoRA,
     LoKr, LoHa; not for DoRA, which ComfyUI does not reproduce: one line says so)."""
     files = adapter_files(comps)
@@ -148,9 +149,9 @@ class WanExports(RenamedExport):
         """:func:`export_wan`."""
         return export_wan(output_dir, fmt)
 
-    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
-        """:func:`save_beside_adapter`."""
-        save_beside_adapter(output_dir, comps, cfg)
+    def save_adapter_extras(self, output_dir: Path, comps: Components, options: FamilyOptions) -> None:
+        """:func:`save_beside_adapter` (it reads no option)."""
+        save_beside_adapter(output_dir, comps)
 
 
 class WanCard(VideoCard, KitCard):
