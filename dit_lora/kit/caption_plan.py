@@ -21,7 +21,7 @@ from dit_lora.kit.run_state import FlowRun
 from dit_lora.kit.text_conditioned import meta_components
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig
 
 
 class CaptionPlan(DiffusionPlan):
@@ -36,8 +36,9 @@ class CaptionPlan(DiffusionPlan):
     mask: str | None = None
 
     @abstractmethod
-    def text_length(self, cfg: TrainConfig) -> int:
-        """The run's caption length (``--max_sequence_length``, else the pipeline's default)."""
+    def text_length(self, data: DataOptions) -> int:
+        """The run's caption length (``--max_sequence_length``, else the pipeline's default; ``data``: the run's
+        ``cfg.data``)."""
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What the kit's loader loads for the family, built from the configs ``read`` returns (``depth``: that
@@ -51,7 +52,7 @@ class CaptionPlan(DiffusionPlan):
             transformer_class=getattr(diffusers, self.transformer),
             depth_key=self.depth_key[1],
             vae_class=getattr(diffusers, self.vae),
-            state=self.state(text=TextSettings(max_sequence_length=self.text_length(cfg))),
+            state=self.state(text=TextSettings(max_sequence_length=self.text_length(cfg.data))),
         )
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:

@@ -43,12 +43,12 @@ class ChromaCard(KitCard):
 
     def snippet_parts(self, cfg: TrainConfig) -> dict[str, Any]:
         """The pipeline's own prompt encoding before the call."""
-        return {"before_call": ENCODE.format(prompt=self.prompt(cfg), length=max_sequence_length(cfg))}
+        return {"before_call": ENCODE.format(prompt=self.prompt(cfg), length=max_sequence_length(cfg.data))}
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the caption length and the attention mask training used."""
         return {
             **self.flow_rows(cfg, "chroma_shift"),
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
             "attention_mask": "boolean: the caption's tokens and its first padding token",
         }

@@ -44,7 +44,7 @@ class ChromaSamples(DiffusionSamples):
                 negative_prompt="",
                 device=pipe.transformer.device,
                 num_images_per_prompt=num_images,
-                max_sequence_length=max_sequence_length(cfg),
+                max_sequence_length=max_sequence_length(cfg.data),
             )
         kwargs = {
             "prompt_embeds": embeds,

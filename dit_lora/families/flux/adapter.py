@@ -39,7 +39,7 @@ class FluxCard(KitCard):
 
     def extra_call_args(self, cfg: TrainConfig) -> list[str]:
         """The caption length, where it is not the pipeline's."""
-        return max_sequence_length.snippet_args(cfg)
+        return max_sequence_length.snippet_args(cfg.data)
 
     def snippet_parts(self, cfg: TrainConfig) -> dict[str, Any]:
         """Kontext's image to edit, loaded and fitted to the trained size before the call."""
@@ -57,5 +57,5 @@ class FluxCard(KitCard):
         return {
             **self.flow_rows(cfg, "flux_shift", unset="dynamic"),
             "flux_train_guidance": cfg.family_options.flux_train_guidance,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

@@ -51,7 +51,7 @@ class FluxSamples(DiffusionSamples):
         kwargs = {
             "num_images_per_prompt": num_images,
             "guidance_scale": cfg.validation.validation_guidance_scale,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
             **self.call_kwargs(comps, cfg),
         }
         return square_images(pipe, cfg, seed, pipe.transformer.device, prompt=prompt, **kwargs)

@@ -41,7 +41,7 @@ def _snippet_encoding(cfg: TrainConfig, pipeline: str) -> list[str]:
     if depth is not None and out_layers(pipeline, int(depth)) != default_out_layers(pipeline):
         layers = out_layers(pipeline, int(depth))
         lines.append(f"text_encoder_out_layers={layers},  # the layers training stacked ({int(depth)}-layer encoder)")
-    return [*lines, *max_sequence_length.snippet_args(cfg)]
+    return [*lines, *max_sequence_length.snippet_args(cfg.data)]
 
 
 class Flux2Card(KitCard):
@@ -72,5 +72,5 @@ class Flux2Card(KitCard):
         return {
             **self.flow_rows(cfg, "flux2_shift", unset="dynamic"),
             "flux2_train_guidance": cfg.family_options.flux2_train_guidance,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

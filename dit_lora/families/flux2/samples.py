@@ -70,6 +70,6 @@ class Flux2Samples(DiffusionSamples):
     ) -> list:
         """Images from the reloaded pipeline, its captions encoded as training encoded them."""
         layers = out_layers(type(pipe).__name__, text_depth(pipe.text_encoder))
-        kwargs = {"max_sequence_length": max_sequence_length(cfg), "text_encoder_out_layers": layers}
+        kwargs = {"max_sequence_length": max_sequence_length(cfg.data), "text_encoder_out_layers": layers}
         device = pipe.transformer.device
         return square_images(pipe, cfg, seed, device, prompt=prompt, **kwargs, **call_kwargs(cfg, num_images))

@@ -69,5 +69,5 @@ class HunyuanVideo15Card(VideoCard, KitCard):
             cfg,
             weighting_scheme=cfg.family_options.weighting_scheme,
             flow_shift=cfg.family_options.flow_shift or self.task.info(cfg).scheduler_shift,
-            max_sequence_length=max_sequence_length(cfg),
+            max_sequence_length=max_sequence_length(cfg.data),
         )

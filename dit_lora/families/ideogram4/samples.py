@@ -104,4 +104,4 @@ class Ideogram4Samples(DiffusionSamples):
 
     def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
         """Images per prompt, the constant guidance scale and the run's caption length."""
-        return {**self.call_kwargs(cfg, max_sequence_length(cfg)), "num_images_per_prompt": num_images}
+        return {**self.call_kwargs(cfg, max_sequence_length(cfg.data)), "num_images_per_prompt": num_images}

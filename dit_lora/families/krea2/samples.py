@@ -42,5 +42,5 @@ class Krea2Samples(SquareImageSamples, DiffusionSamples):
         return {
             "num_images_per_prompt": num_images,
             "guidance_scale": cfg.validation.validation_guidance_scale,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

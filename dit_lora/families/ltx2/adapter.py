@@ -54,7 +54,7 @@ class LTX2Card(VideoCard, KitCard):
                 f"prompt={self.prompt(cfg)},",
                 *(["image=image,"] if i2v else []),
                 *([f"reference_conditions=[reference], reference_downscale_factor={factor},"] if ic else []),
-                *max_sequence_length.snippet_args(cfg),
+                *max_sequence_length.snippet_args(cfg.data),
                 f"num_frames={frames}, height={height}, width={width}, frame_rate={fps:g},",
                 *image_call_args(cfg)[1:],
             ],
@@ -72,7 +72,7 @@ class LTX2Card(VideoCard, KitCard):
             timesteps="shifted, stretched logit-normal (Lightricks' LTX-2 trainer)",
             audio=cfg.family_options.audio,
             audio_loss_weight=cfg.family_options.audio_loss_weight,
-            max_sequence_length=max_sequence_length(cfg),
+            max_sequence_length=max_sequence_length(cfg.data),
         )
         return {
             **rows,

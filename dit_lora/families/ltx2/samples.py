@@ -133,7 +133,7 @@ class LTX2Samples(VideoSamples, DiffusionSamples):
         with torch.no_grad():
             out = pipe(
                 prompt=[prompt] * num_images,
-                max_sequence_length=max_sequence_length(cfg),
+                max_sequence_length=max_sequence_length(cfg.data),
                 **self.call_kwargs(cfg, generator, num_images, comps),
             )
         rate = int(pipe.vocoder.config.output_sampling_rate)

@@ -43,6 +43,6 @@ class Lumina2Samples(SquareImageSamples, DiffusionSamples):
         return {
             "num_images_per_prompt": num_images,
             "guidance_scale": cfg.validation.validation_guidance_scale,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
             "system_prompt": system_prompt(cfg),
         }

@@ -64,7 +64,7 @@ class QwenImageCard(KitCard):
                 f"negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation.validation_guidance_scale},",
                 f"height={cfg.data.resolution}, width={cfg.data.resolution}, "
                 f"num_inference_steps={cfg.validation.validation_inference_steps},",
-                *max_sequence_length.snippet_args(cfg),
+                *max_sequence_length.snippet_args(cfg.data),
                 SEED_ARGUMENT,
             ],
         )
@@ -76,5 +76,5 @@ class QwenImageCard(KitCard):
             "weighting_scheme": options.weighting_scheme,
             "qwen_shift_mode": options.qwen_shift_mode,
             **({"qwen_fixed_shift": options.qwen_fixed_shift} if options.qwen_shift_mode == "fixed" else {}),
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

@@ -43,7 +43,7 @@ class QwenImagePlan(DiffusionPlan):
         scheduler_config = read("scheduler", "scheduler_config.json") or {}
         state = QwenImageRun(
             scheduler_config=dict(scheduler_config),
-            text=max_sequence_length.settings(cfg),
+            text=max_sequence_length.settings(cfg.data),
             latents_mean=tuple(vae_config.get("latents_mean", ())),
             latents_std=tuple(vae_config.get("latents_std", ())),
         )

@@ -38,7 +38,7 @@ class QwenImageSamples(SquareImageSamples, DiffusionSamples):
             **{key: cond[key].to(device) for key in embeds},
             "true_cfg_scale": cfg.validation.validation_guidance_scale,
             "num_images_per_prompt": cfg.validation.num_validation_images,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
             "output_type": "pil",
         }
 
@@ -48,5 +48,5 @@ class QwenImageSamples(SquareImageSamples, DiffusionSamples):
             "negative_prompt": NEGATIVE_PROMPT,
             "true_cfg_scale": cfg.validation.validation_guidance_scale,
             "num_images_per_prompt": num_images,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

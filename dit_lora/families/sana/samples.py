@@ -55,6 +55,6 @@ class SanaSamples(SquareImageSamples, DiffusionSamples):
             "num_images_per_prompt": num_images,
             "guidance_scale": guidance,
             "use_resolution_binning": False,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
             **chi,
         }

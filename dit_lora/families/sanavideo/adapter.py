@@ -33,7 +33,7 @@ class SanaVideoCard(VideoCard, KitCard):
                 f"prompt={self.prompt(cfg)},",
                 *(["image=image,"] if i2v else []),
                 *([] if chi else ["complex_human_instruction=None,"]),
-                *max_sequence_length.snippet_args(cfg),
+                *max_sequence_length.snippet_args(cfg.data),
                 f"frames={frames}, height={height}, width={width},",
                 *image_call_args(cfg)[1:],
                 "use_resolution_binning=False,  # the trained size, not the 480p table's nearest",
@@ -48,5 +48,5 @@ class SanaVideoCard(VideoCard, KitCard):
             weighting_scheme=cfg.family_options.weighting_scheme,
             flow_shift=training_shift(cfg),
             complex_human_instruction=cfg.family_options.complex_human_instruction,
-            max_sequence_length=max_sequence_length(cfg),
+            max_sequence_length=max_sequence_length(cfg.data),
         )

@@ -31,7 +31,7 @@ class SanaVideoPlan(ClipPlan, DiffusionPlan):
         comps = make_components(
             cfg, transformer, vae, text_encoder, read("scheduler", "scheduler_config.json") or {}, None
         )
-        comps.state.text = TextSettings(max_sequence_length=max_sequence_length(cfg))
+        comps.state.text = TextSettings(max_sequence_length=max_sequence_length(cfg.data))
         return comps
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:

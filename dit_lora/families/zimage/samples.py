@@ -38,7 +38,7 @@ class ZImageSamples(SquareImageSamples, DiffusionSamples):
             "negative_prompt_embeds": [e.to(device) for e in embeddings(cond, "negative_prompt_embeds", copies)],
             "guidance_scale": cfg.validation.validation_guidance_scale,
             "output_type": "pil",
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }
 
     def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
@@ -47,5 +47,5 @@ class ZImageSamples(SquareImageSamples, DiffusionSamples):
         return {
             "num_images_per_prompt": num_images,
             "guidance_scale": guidance,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }
