@@ -50,7 +50,7 @@ from dit_lora.kit.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, TrainConfig
 
 
 # ---- the shared code ----------------------------------------------------------------------------
@@ -328,14 +328,15 @@ class PipelineSamples(DiffusionSamples):
     #: whether the call takes the run's ``--resolution`` as its height and width
     sized: bool = True
 
-    def call_kwargs(self, cfg: TrainConfig, cached: bool) -> dict[str, Any]:
-        """The pipeline call's own arguments (``cached``: the in-memory model's call, from the cached embeddings;
-        else the reloaded pipeline's, from the prompt); none here."""
+    def call_kwargs(self, options: FamilyOptions, cached: bool) -> dict[str, Any]:
+        """The pipeline call's own arguments (``options``: the run's ``cfg.family_options``; ``cached``: the in-memory
+        model's call, from the cached embeddings; else the reloaded pipeline's, from the prompt); none here."""
         return {}
 
-    def cached_inputs(self, comps: Components, cond: dict[str, Any], cfg: TrainConfig) -> dict[str, Any]:
-        """The in-memory call's inputs: the cached conditioning ``cond``, ``--num_validation_images`` of it."""
-        return {"num_images_per_prompt": cfg.validation.num_validation_images, **cond}
+    def cached_inputs(self, comps: Components, cond: dict[str, Any], validation: ValidationOptions) -> dict[str, Any]:
+        """The in-memory call's inputs: the cached conditioning ``cond``, ``--num_validation_images`` of it
+        (``validation``: the run's ``cfg.validation``)."""
+        return {"num_images_per_prompt": validation.num_validation_images, **cond}
 
     def prompt_inputs(self, pipe, prompt: str, num_images: int) -> dict[str, Any]:
         """The reloaded pipeline's inputs: ``num_images`` images of ``prompt``."""
@@ -354,7 +355,7 @@ class PipelineSamples(DiffusionSamples):
                 guidance_scale=cfg.validation.validation_guidance_scale,
                 generator=generator,
                 **inputs,
-                **self.call_kwargs(cfg, cached),
+                **self.call_kwargs(cfg.family_options, cached),
             ).images
 
     def generate(
@@ -364,7 +365,7 @@ class PipelineSamples(DiffusionSamples):
         import diffusers  # slow: only at validation
 
         device = next(model.parameters()).device
-        inputs = self.cached_inputs(comps, cond, cfg)
+        inputs = self.cached_inputs(comps, cond, cfg.validation)
         with vae_on(comps, device) as vae:
             pipe = getattr(diffusers, self.pipeline)(
                 **dict.fromkeys(self.text_parts), vae=vae, transformer=model, scheduler=self.sampler(comps)
