@@ -40,8 +40,9 @@ from dit_lora.output.names import PEFT_ADAPTER_FILE
 from dit_lora.output.video import snippet_write_video
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import ModelOptions, TrainConfig
+    from dit_lora.config.schema import DataOptions, ModelOptions, TrainConfig, ValidationOptions
     from dit_lora.kit.info_cache import VideoTask
+    from dit_lora.modeling.timestep_options import FlowMatchingOptions
 
 #: the seed argument every snippet's pipeline call ends with (the same image on every run of it)
 SEED_ARGUMENT = "generator=torch.manual_seed(0),"
@@ -228,11 +229,12 @@ class Snippet:
         return "".join(lines)
 
 
-def image_call_args(cfg: TrainConfig) -> list[str]:
-    """An image call's arguments after the prompt: the run's square size, steps and guidance, and the seed."""
+def image_call_args(data: DataOptions, validation: ValidationOptions) -> list[str]:
+    """An image call's arguments after the prompt: the run's square size, steps and guidance (``data``,
+    ``validation``: its ``cfg.data`` and ``cfg.validation``), and the seed."""
     return [
-        f"height={cfg.data.resolution}, width={cfg.data.resolution},",
-        f"num_inference_steps={cfg.validation.validation_inference_steps}, guidance_scale={cfg.validation.validation_guidance_scale},",
+        f"height={data.resolution}, width={data.resolution},",
+        f"num_inference_steps={validation.validation_inference_steps}, guidance_scale={validation.validation_guidance_scale},",
         SEED_ARGUMENT,
     ]
 
@@ -275,13 +277,15 @@ class KitCard:
     def __init__(self, info: FamilyInfo) -> None:
         self.info = info
 
-    def prompt(self, cfg: TrainConfig) -> str:
-        """The snippet's prompt, quoted: the first ``--validation_prompt``, else :attr:`placeholder_prompt`."""
-        return json.dumps((cfg.validation.prompts or [self.placeholder_prompt])[0])
+    def prompt(self, validation: ValidationOptions) -> str:
+        """The snippet's prompt, quoted: the first ``--validation_prompt``, else :attr:`placeholder_prompt`
+        (``validation``: the run's ``cfg.validation``)."""
+        return json.dumps((validation.prompts or [self.placeholder_prompt])[0])
 
-    def prompt_args(self, cfg: TrainConfig) -> list[str]:
-        """The call's first arguments: the prompt (a family adds what goes with it: an image to edit)."""
-        return [f"prompt={self.prompt(cfg)}," if self.prompt_keyword else f"{self.prompt(cfg)},"]
+    def prompt_args(self, data: DataOptions, validation: ValidationOptions) -> list[str]:
+        """The call's first arguments: the prompt (a family adds what goes with it: an image to edit, at the size
+        ``data`` gives; ``data``, ``validation``: the run's ``cfg.data`` and ``cfg.validation``)."""
+        return [f"prompt={self.prompt(validation)}," if self.prompt_keyword else f"{self.prompt(validation)},"]
 
     def extra_call_args(self, cfg: TrainConfig) -> list[str]:
         """The family's arguments after the size, steps and guidance, before the seed (none here)."""
@@ -290,8 +294,8 @@ class KitCard:
     def call_args(self, cfg: TrainConfig) -> list[str]:
         """The call's arguments: :meth:`prompt_args`, :func:`image_call_args`'s size, steps and guidance,
         :meth:`extra_call_args`, the seed."""
-        *size_and_steps, seed = image_call_args(cfg)
-        return [*self.prompt_args(cfg), *size_and_steps, *self.extra_call_args(cfg), seed]
+        *size_and_steps, seed = image_call_args(cfg.data, cfg.validation)
+        return [*self.prompt_args(cfg.data, cfg.validation), *size_and_steps, *self.extra_call_args(cfg), seed]
 
     def snippet_parts(self, cfg: TrainConfig) -> dict[str, Any]:
         """:class:`Snippet` fields this run adds or replaces (imports, lines before the call, the pipeline class)."""
@@ -313,10 +317,11 @@ class KitCard:
         fields["imports"] = [*loads.get("imports", []), *parts.get("imports", [])]
         return Snippet(base=cfg.model.path, repo=repo_or_dir, call_args=self.call_args(cfg), **fields)
 
-    def flow_rows(self, cfg: TrainConfig, shift: str | None = None, unset: str = "the scheduler's") -> dict[str, Any]:
-        """The rows of a flow-matching family's timesteps: its density and, where it has one, its ``shift`` option
-        (``unset``: what a shift left unset means)."""
-        options = cfg.family_options
+    def flow_rows(
+        self, options: FlowMatchingOptions, shift: str | None = None, unset: str = "the scheduler's"
+    ) -> dict[str, Any]:
+        """The rows of a flow-matching family's timesteps (``options``: the run's ``cfg.family_options``): its density
+        and, where it has one, its ``shift`` option (``unset``: what a shift left unset means)."""
         rows = {"weighting_scheme": options.weighting_scheme}
         if shift is not None:
             value = getattr(options, shift)

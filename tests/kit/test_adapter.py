@@ -224,11 +224,11 @@ def test_flow_rows_name_the_density_and_an_unset_shift():
 
     card = KitCard(FamilyInfo(pipeline_class_name="ChromaPipeline"))
     cfg = TrainConfig.for_family("chroma", pretrained_model_name_or_path="m")
-    assert card.flow_rows(cfg) == {"weighting_scheme": cfg.family_options.weighting_scheme}
-    assert card.flow_rows(cfg, "chroma_shift")["chroma_shift"] == "the scheduler's"
-    assert card.flow_rows(cfg, "chroma_shift", unset="dynamic")["chroma_shift"] == "dynamic"
+    assert card.flow_rows(cfg.family_options) == {"weighting_scheme": cfg.family_options.weighting_scheme}
+    assert card.flow_rows(cfg.family_options, "chroma_shift")["chroma_shift"] == "the scheduler's"
+    assert card.flow_rows(cfg.family_options, "chroma_shift", unset="dynamic")["chroma_shift"] == "dynamic"
     shifted = TrainConfig.for_family("chroma", pretrained_model_name_or_path="m", chroma_shift=3.0)
-    assert card.flow_rows(shifted, "chroma_shift")["chroma_shift"] == 3.0
+    assert card.flow_rows(shifted.family_options, "chroma_shift")["chroma_shift"] == 3.0
 
 
 def test_a_cards_own_imports_come_beside_the_load_adapter_import():
@@ -272,7 +272,7 @@ def test_a_video_card_writes_one_video_at_the_models_frame_rate_and_the_familys_
         pass
 
     card = Card(ClipTask())
-    snippet = card.video_snippet(_clip_cfg(), "me/lora", vae="AutoencoderKLWan", call_args=[card.prompt(_clip_cfg())])
+    snippet = card.video_snippet(_clip_cfg(), "me/lora", vae="AutoencoderKLWan", call_args=[card.prompt(_clip_cfg().validation)])
     assert (snippet.pipeline, snippet.base, snippet.repo, snippet.base_name) == ("WanPipeline", "me/base", "me/lora",
                                                                                   "model_id")
     assert snippet.output == "video" and snippet.tail == snippet_write_video(16) and snippet.vae == "AutoencoderKLWan"

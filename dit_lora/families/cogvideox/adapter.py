@@ -56,10 +56,10 @@ class CogVideoXCard(KitCard):
             before_call=before,
             output="video",
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *image,
                 f"num_frames={frames}, height={height}, width={width},",
-                *image_call_args(cfg)[1:],
+                *image_call_args(cfg.data, cfg.validation)[1:],
             ],
             tail=snippet_write_video(self.video.model_info(cfg).fps),
         )

@@ -70,7 +70,7 @@ class Flux2Card(KitCard):
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the training guidance and the caption length."""
         return {
-            **self.flow_rows(cfg, "flux2_shift", unset="dynamic"),
+            **self.flow_rows(cfg.family_options, "flux2_shift", unset="dynamic"),
             "flux2_train_guidance": cfg.family_options.flux2_train_guidance,
             "max_sequence_length": max_sequence_length(cfg.data),
         }

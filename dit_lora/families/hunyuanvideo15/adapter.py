@@ -55,7 +55,7 @@ class HunyuanVideo15Card(VideoCard, KitCard):
             before_call=f"pipe.guider = ClassifierFreeGuidance(guidance_scale={guidance})  # the call takes none\n"
             + (first_frame_line() if i2v else ""),
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *(["image=image,"] if i2v else [f"height={height}, width={width},"]),
                 f"num_frames={frames}, num_inference_steps={cfg.validation.validation_inference_steps},",
                 'output_type="pil",',

@@ -40,7 +40,7 @@ class Krea2Card(KitCard):
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the caption length, that no guidance embedding was fed, and ComfyUI."""
         return {
-            **self.flow_rows(cfg, "krea2_shift"),
+            **self.flow_rows(cfg.family_options, "krea2_shift"),
             "max_sequence_length": max_sequence_length(cfg.data),
             "guidance": "none fed in training (Krea 2 has no guidance embedding; it samples with real CFG)",
             "sampling": "Krea's advice: sample with krea/Krea-2-Turbo (8 steps, guidance_scale 0.0), the adapter loaded "

@@ -51,12 +51,12 @@ class LTX2Card(VideoCard, KitCard):
             ),
             output="result",  # the frames and their sound (the tail writes both)
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *(["image=image,"] if i2v else []),
                 *([f"reference_conditions=[reference], reference_downscale_factor={factor},"] if ic else []),
                 *max_sequence_length.snippet_args(cfg.data),
                 f"num_frames={frames}, height={height}, width={width}, frame_rate={fps:g},",
-                *image_call_args(cfg)[1:],
+                *image_call_args(cfg.data, cfg.validation)[1:],
             ],
             tail=(
                 "video, audio = result.frames[0], result.audio[0]  # the frames and their sound\n"

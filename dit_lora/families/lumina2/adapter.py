@@ -33,7 +33,7 @@ class Lumina2Card(KitCard):
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the system prompt and the caption length."""
         return {
-            **self.flow_rows(cfg),
+            **self.flow_rows(cfg.family_options),
             "system_prompt": cfg.family_options.system_prompt or "Lumina2Pipeline's own",
             "max_sequence_length": max_sequence_length(cfg.data),
         }

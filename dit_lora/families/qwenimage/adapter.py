@@ -59,7 +59,7 @@ class QwenImageCard(KitCard):
             pipe_kwargs="processor=load_edit_processor(base), " if edit else "",
             before_call=f"image = load_image({source})  # the image to edit\n" if edit else "",
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *([f"image={image_arg},"] if edit else []),
                 f"negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation.validation_guidance_scale},",
                 f"height={cfg.data.resolution}, width={cfg.data.resolution}, "

@@ -34,7 +34,7 @@ class SanaCard(KitCard):
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The weighting scheme, the instruction prefix and the caption length."""
         return {
-            **self.flow_rows(cfg),
+            **self.flow_rows(cfg.family_options),
             "complex_human_instruction": cfg.family_options.complex_human_instruction,
             "max_sequence_length": max_sequence_length(cfg.data),
         }

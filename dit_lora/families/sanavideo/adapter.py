@@ -30,12 +30,12 @@ class SanaVideoCard(VideoCard, KitCard):
             imports=["from diffusers.utils import load_image\n"] if i2v else [],
             before_call=first_frame_line() if i2v else "",
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *(["image=image,"] if i2v else []),
                 *([] if chi else ["complex_human_instruction=None,"]),
                 *max_sequence_length.snippet_args(cfg.data),
                 f"frames={frames}, height={height}, width={width},",
-                *image_call_args(cfg)[1:],
+                *image_call_args(cfg.data, cfg.validation)[1:],
                 "use_resolution_binning=False,  # the trained size, not the 480p table's nearest",
             ],
         )

@@ -172,10 +172,10 @@ class WanCard(VideoCard, KitCard):
             load=expert_load_lines(self.task.expert(cfg), json.dumps(repo_or_dir)),
             before_call=before,
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *image,
                 f"num_frames={frames}, height={height}, width={width},",
-                image_call_args(cfg)[1],
+                image_call_args(cfg.data, cfg.validation)[1],
                 f'{SEED_ARGUMENT} output_type="pil",',
             ],
             tail=snippet_write_video(self.task.info(cfg).fps)

@@ -28,7 +28,7 @@ class PixArtCard(KitCard):
     """``FamilySpec.card``: the kit's snippet without resolution binning, the family's rows, no license."""
 
     def call_args(self, cfg) -> list[str]:
-        return [f"prompt={self.prompt(cfg)},", "use_resolution_binning=False,", *image_call_args(cfg)]
+        return [f"prompt={self.prompt(cfg.validation)},", "use_resolution_binning=False,", *image_call_args(cfg.data, cfg.validation)]
 
     def card_settings(self, cfg) -> dict[str, Any]:
         return {"pixart_text_length": text_length(cfg), "loss": "epsilon (DDPM)"}
