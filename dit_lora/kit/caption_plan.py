@@ -57,16 +57,16 @@ class CaptionPlan(DiffusionPlan):
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """:func:`caption_embeddings` of the family's mask."""
-        return caption_embeddings(comps, cfg, batch_size, self.mask)
+        return caption_embeddings(comps, cfg.weight_dtype, batch_size, self.mask)
 
 
 def caption_embeddings(
-    comps: Components, cfg: TrainConfig, batch_size: int, mask: str | None
+    comps: Components, dtype: torch.dtype, batch_size: int, mask: str | None
 ) -> dict[str, torch.Tensor]:
-    """Caption embeddings (and their ``mask``) at the run's text length (its state's text settings), as empty
-    tensors: the cached conditioning of a plan's batch."""
+    """Caption embeddings in ``dtype`` (the run's ``cfg.weight_dtype``) and their ``mask`` at the run's text length
+    (its state's text settings), as empty tensors: the cached conditioning of a plan's batch."""
     length, width = comps.state.text.max_sequence_length, comps.encoders["text_encoder"].config.hidden_size
-    embeds = {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype)}
+    embeds = {"prompt_embeds": torch.empty(batch_size, length, width, dtype=dtype)}
     if mask is not None:
         embeds[mask] = torch.ones(batch_size, length, dtype=torch.long)
     return embeds

@@ -50,7 +50,7 @@ from dit_lora.kit.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import FamilyOptions, TrainConfig
+    from dit_lora.config.schema import DataOptions, FamilyOptions, TrainConfig, TrainingOptions
 
 
 # ---- the shared code ----------------------------------------------------------------------------
@@ -177,16 +177,19 @@ def vae_on(comps: Components, device: torch.device):
     return module_on(comps.encoders["vae"], device)
 
 
-def image_pixel_batches(cfg: TrainConfig, stride: int | None) -> list[tuple[str, tuple[int, ...]]]:
-    """``[(bucket, shape)]`` of one micro-batch of pixels, ``(B, 3, H, W)``, for the run's largest image bucket.
+def image_pixel_batches(
+    data: DataOptions, training: TrainingOptions, stride: int | None
+) -> list[tuple[str, tuple[int, ...]]]:
+    """``[(bucket, shape)]`` of one micro-batch of pixels, ``(B, 3, H, W)``, for the run's largest image bucket
+    (``data``, ``training``: a data set's ``cfg.data`` and ``cfg.training``).
 
     The most pixels (so the most tokens; the square on a tie): a fixed ``--aspect_buckets WxH``, that size; else the
     ``--resolution`` square, which bounds every ``auto`` bucket (``stride``: the family's bucket stride, None for
     squares only).
     """
-    buckets = run_buckets(cfg.data.aspect_buckets, cfg.data.resolution, stride)
+    buckets = run_buckets(data.aspect_buckets, data.resolution, stride)
     height, width = max(buckets, key=lambda hw: (hw[0] * hw[1], hw[0] == hw[1]))
-    return [(f"{width} x {height} px", (cfg.training.train_batch_size, 3, height, width))]
+    return [(f"{width} x {height} px", (training.train_batch_size, 3, height, width))]
 
 
 def encoded_plan_batches(
@@ -417,7 +420,7 @@ class DiffusionPlan(ABC):
         out = []
         for config in set_configs(cfg):  # each data set's sizes (one config without --dataset_config)
             stride = None if buckets is None or buckets.square_only(config) else int(buckets.bucket_stride(config))
-            out += image_pixel_batches(config, stride)
+            out += image_pixel_batches(config.data, config.training, stride)
         return distinct(out)
 
     def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:

@@ -36,4 +36,4 @@ class SanaVideoPlan(ClipPlan, DiffusionPlan):
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """Gemma-2 embeddings of the run's caption length and their mask, as empty tensors (the kit's :func:`caption_embeddings`)."""
-        return caption_embeddings(comps, cfg, batch_size, "prompt_attention_mask")
+        return caption_embeddings(comps, cfg.weight_dtype, batch_size, "prompt_attention_mask")
