@@ -40,7 +40,7 @@ from dit_lora.output.names import PEFT_ADAPTER_FILE
 from dit_lora.output.video import snippet_write_video
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import DataOptions, ModelOptions, TrainConfig, ValidationOptions
+    from dit_lora.config.schema import DataOptions, FamilyOptions, ModelOptions, TrainConfig, ValidationOptions
     from dit_lora.kit.info_cache import VideoTask
     from dit_lora.modeling.timestep_options import FlowMatchingOptions
 
@@ -78,11 +78,12 @@ class KitAdapter:
     ) -> None:
         self.info, self.fp32_vae, self.fitting, self.lora_prefix = info, fp32_vae, fitting, lora_prefix
 
-    def pipeline_class(self, cfg: Any = None) -> Any:
-        """The diffusers pipeline class that saves and reloads: ``info.pipeline_class_name`` when saving (``cfg``
-        None), the run's folder's own among ``info.pipeline_classes`` when reloading (:func:`folder_pipeline`)."""
+    def pipeline_class(self, model: ModelOptions | None = None) -> Any:
+        """The diffusers pipeline class that saves and reloads: ``info.pipeline_class_name`` when saving (``model``
+        None), the run's folder's own among ``info.pipeline_classes`` when reloading (``model``: the run's
+        ``cfg.model``; :func:`folder_pipeline`)."""
         pipelines = self.info.pipeline_classes
-        return diffusers_class(pipelines[0] if cfg is None else folder_pipeline(cfg.model, pipelines))
+        return diffusers_class(pipelines[0] if model is None else folder_pipeline(model, pipelines))
 
     def write_lora_file(self, output_dir: Path, lora_state: dict, lora_config: dict, weight_name: str) -> Path:
         """One LoRA file through the pipeline's own saver: the model's LoRA layers and their PEFT config. A pipeline
@@ -130,15 +131,16 @@ class KitAdapter:
         )
         return {"vae": vae}
 
-    def fit_loaded(self, pipe, cfg: TrainConfig) -> None:
-        """Switches set on the pipeline once the adapter is in (none here)."""
+    def fit_loaded(self, pipe, options: FamilyOptions) -> None:
+        """Switches set on the pipeline once the adapter is in, from the run's family options
+        (``cfg.family_options``; none here)."""
 
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
         """The base model's stock pipeline in the run's dtype (with :meth:`pipeline_parts`), fitted, with the saved
         adapter loaded by diffusers, its progress bar off, on ``device``."""
         common = {"revision": cfg.model.revision, "use_safetensors": True}
         parts = self.pipeline_parts(cfg, common)
-        pipe = self.pipeline_class(cfg).from_pretrained(
+        pipe = self.pipeline_class(cfg.model).from_pretrained(
             cfg.model.pretrained_model_name_or_path,
             variant=cfg.model.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
@@ -148,7 +150,7 @@ class KitAdapter:
         if self.fitting is not None:
             self.fitting.prepare_pipeline_for_adapter(pipe, adapter_folder(adapter_dir))
         attach_adapter(None, pipe, adapter_dir)  # fitted just above, where the family fits
-        self.fit_loaded(pipe, cfg)
+        self.fit_loaded(pipe, cfg.family_options)
         pipe.set_progress_bar_config(disable=True)
         return pipe.to(device)
 

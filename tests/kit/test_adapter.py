@@ -31,7 +31,7 @@ class RecordingFitting:
 class SwitchingAdapter(KitAdapter):
     """The kit's adapter with a switch set once the adapter is in (as CogVideoX turns on VAE tiling)."""
 
-    def fit_loaded(self, pipe, cfg):
+    def fit_loaded(self, pipe, options):
         pipe.switched = bool(pipe.transformer.peft_config)
 
 

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import FamilyOptions
 from dit_lora.families.hunyuanvideo15.encoders import max_sequence_length
 from dit_lora.families.hunyuanvideo15.model import tiled
 from dit_lora.kit.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet, VideoCard, first_frame_line, quoted
@@ -22,7 +23,7 @@ HUNYUANVIDEO15_VAE = "AutoencoderKLHunyuanVideo15"
 class HunyuanVideo15Adapter(KitAdapter):
     """``FamilySpec.adapter``: the kit's, the reloaded pipeline's VAE tiled as training's (:func:`~.model.tiled`)."""
 
-    def fit_loaded(self, pipe, cfg: TrainConfig) -> None:
+    def fit_loaded(self, pipe, options: FamilyOptions) -> None:
         """The VAE in tiles, one clip at a time."""
         tiled(pipe.vae)
 
