@@ -46,7 +46,7 @@ from dit_lora.kit.edit_data import (
 from dit_lora.kit.packed import latent_ids, pack
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import DataOptions, TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 PIPELINE = "FluxKontextPipeline"
 #: how Kontext names its edit data: diffusers' --cond_image_column, and a folder as musubi-tuner's control_directory
@@ -111,11 +111,13 @@ class KontextSetup(ControlSetup):
     """``FamilySpec.setup``: the kit's edit setup (FLUX.1's text settings, the crop the controls follow) and the
     validation control image."""
 
-    def keep_validation_controls(self, comps: Components, cfg: TrainConfig, paths: list[str]) -> None:
+    def keep_validation_controls(
+        self, comps: Components, data: DataOptions, validation: ValidationOptions, paths: list[str]
+    ) -> None:
         """Keep the validation control image (``--validation_image``, else the first sample's) at the run's size."""
         if not paths:
             raise UserError("FLUX.1 Kontext validation needs an image to edit: set --validation_image.")
-        run_state(comps).validation_control = fitted_control(paths[0], cfg.data.resolution)
+        run_state(comps).validation_control = fitted_control(paths[0], data.resolution)
 
 
 class KontextPlan(FluxPlan):
