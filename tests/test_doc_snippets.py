@@ -1,7 +1,8 @@
-"""Every python block of the README and the docs pages runs as written, or says why not: the blocks of
-``snippets.DOC_RUNS`` run after their demo config's run in tests/conformance (Hub ids served by the demo
-model, the adapter changing the result; tests/support/snippets.py), every other block carries a
-``<!-- snippet: not run: REASON -->`` marker. A new block that is neither fails here."""
+"""Every python block of the README and the docs pages runs as written, or says why not: a block marked
+``<!-- snippet: runs after: CONFIG -->`` runs after that demo config's run in tests/conformance (Hub ids served by the
+demo model, the adapter changing the result; tests/support/snippets.py ``doc_runs``), every other block carries a
+``<!-- snippet: not run: REASON -->`` marker. A new block that is neither fails here; a family's guide says which of
+its blocks run on which of its demos, so no shared list names it."""
 
 from __future__ import annotations
 
@@ -9,25 +10,26 @@ from pathlib import Path
 
 import yaml
 from helpers import ROOT
-from snippets import DOC_RUNS, Block, doc_blocks, python_blocks, what_runs
+from snippets import Block, doc_blocks, doc_runs, python_blocks, what_runs
 
 
 def test_every_docs_python_block_is_run_or_exempt_with_a_reason():
     blocks = doc_blocks(ROOT)
-    neither = [f"{page} block {i}" for (page, i), b in blocks.items() if (page, i) not in DOC_RUNS and not b.exempt]
-    assert not neither, f"python blocks no test runs and no `<!-- snippet: not run: REASON -->` exempts: {neither}"
-    both = [key for key in DOC_RUNS if key in blocks and blocks[key].exempt]
-    assert not both, f"blocks DOC_RUNS runs that a marker exempts: {both}"
-    assert set(DOC_RUNS) <= set(blocks), f"DOC_RUNS names blocks that are gone: {set(DOC_RUNS) - set(blocks)}"
+    neither = [f"{page} block {i}" for (page, i), b in blocks.items() if not b.runs_after and not b.exempt]
+    assert not neither, (f"python blocks that neither `<!-- snippet: runs after: CONFIG -->` runs nor "
+                         f"`<!-- snippet: not run: REASON -->` exempts: {neither}")
+    assert doc_runs(ROOT), "no docs block runs"
     assert all(len(b.exempt) > 20 for b in blocks.values() if b.exempt), "an exemption says why"
 
 
 def test_each_run_block_has_an_audited_demo_run_whose_family_it_loads():
-    """The demo config of each run block is one tests/conformance trains (a shipped demo config), and the
+    """The demo config of each run block is one tests/conformance trains (a registry entry's demo config), and the
     block uses that family's pipeline or model class."""
-    from dit_lora.registry import get_spec
+    from dit_lora.registry import entries, get_spec
 
-    for (page, index), config in DOC_RUNS.items():
+    trained = {config for entry in entries() for config in entry.demo_configs}
+    for (page, index), config in doc_runs(ROOT).items():
+        assert config in trained, f"{page} block {index} runs after {config}, which is no registry entry's demo config"
         family = yaml.safe_load((ROOT / "recipes" / "configs" / config).read_text())["family"]
         info = get_spec(family).info
         code = doc_blocks(ROOT)[page, index].code
@@ -37,9 +39,11 @@ def test_each_run_block_has_an_audited_demo_run_whose_family_it_loads():
 
 def test_markers_are_read_only_from_the_line_above_the_block():
     text = ("<!-- snippet: not run: a fragment of the card's snippet, no pipe -->\n```python\npipe.x()\n```\n\n"
-            "words\n\n```python\nprint(1)\n```\n<!-- snippet: not run: below, not above -->\n")
+            "words\n\n```python\nprint(1)\n```\n<!-- snippet: not run: below, not above -->\n"
+            "<!-- snippet: runs after: sana/demo.yaml -->\n\n```python\npipe.y()\n```\n")
     assert python_blocks(text) == [Block("pipe.x()\n", 0, "a fragment of the card's snippet, no pipe"),
-                                   Block("print(1)\n", 1, None)]
+                                   Block("print(1)\n", 1, None),
+                                   Block("pipe.y()\n", 2, None, "sana/demo.yaml")]
     assert Path(ROOT / "README.md").is_file()
 
 

@@ -1,7 +1,9 @@
 """The documentation site's generated reference pages: every option, the checkpoint catalogue, every CLI command's help.
 
 ``python -m dit_lora.commands.docsite --write`` writes them under ``docs/reference/``; ``--check`` exits 1 naming each page
-that differs from what the code generates now (a test runs it).
+that differs from what the code generates now (a test runs it). The same two commands keep the generated parts of
+hand-written pages (the family list, the layer order, the family sizes: :mod:`dit_lora.commands.docsite_regions`)
+in the checkout holding the docs folder.
 Each page is built from the code alone (the typed configs, the catalogue's data files, the ``dit-lora`` argparse
 parsers), never from running a command or from the machine: the help text is formatted at a fixed width.
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from dit_lora.catalogue import entries
 from dit_lora.catalogue.table import _number as number
+from dit_lora.commands import docsite_regions
 from dit_lora.commands.cli import _build_parser
 from dit_lora.config import docs
 from dit_lora.config.schema import config_fields
@@ -236,13 +239,17 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", action="store_true", help="exit 1 naming each page that is not current")
     parser.add_argument("--docs", type=Path, default=DOCS, help="the docs folder (default: the checkout's)")
     args = parser.parse_args(argv)
+    root = args.docs.parent  # the checkout whose hand-written pages hold generated parts
     if args.write:
         for name in write_pages(args.docs):
             print(f"wrote {args.docs / name}")
+        for name in docsite_regions.write_regions(root):
+            print(f"wrote the generated parts of {root / name}")
         return 0
-    stale = stale_pages(args.docs)
-    for name in stale:
-        print(f"{args.docs / name} is not current: run `python -m dit_lora.commands.docsite --write`", file=sys.stderr)
+    stale = [args.docs / name for name in stale_pages(args.docs)]
+    stale += [root / name for name in docsite_regions.stale_regions(root)]
+    for path in stale:
+        print(f"{path} is not current: run `python -m dit_lora.commands.docsite --write`", file=sys.stderr)
     return 1 if stale else 0
 
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +29,7 @@ from dit_lora.config.sections import config_fields
 from dit_lora.config.set_keys import in_set_terms
 from dit_lora.contract import spec as fallback
 from dit_lora.core.errors import UserError
-from dit_lora.data import class_images
+from dit_lora.data import class_images, listing
 from dit_lora.data.batches import EpochBatches, PairedBatches, paired_order, unpack_item
 from dit_lora.data.cache import cache_files, cache_namespace
 from dit_lora.data.frames import most_tokens
@@ -420,7 +418,7 @@ class SetsMedia:
         numbered 0..N-1 over all sets."""
         out: list = []
         for k, (data_set, child) in enumerate(zip(self.sets, self.children)):
-            with self._naming_the_set(k), _printed_through(lambda line: self._in_set_terms(k, line)):  # noqa: B023
+            with self._naming_the_set(k), listing.rewritten(lambda line: self._in_set_terms(k, line)):  # noqa: B023
                 found = child.list_samples()
             if data_set.is_reg and self.cfg.data.with_prior_preservation:  # --class_data_dir's first class images
                 self.class_listed = len(found)  # said in the set's header when more than are taken
@@ -515,48 +513,6 @@ class SetsMedia:
     def for_source(self, cfg: TrainConfig):
         """The held-out folder (``--validation_data_dir``) read by the first set's handler, with its options."""
         return handler_for_source(self.children[0], folder_config(self.configs[0]))
-
-
-class _Rewriting(io.TextIOBase):
-    """A text stream that writes each whole line to ``real`` rewritten by ``rewrite``: a line ends at a newline, or
-    at a carriage return (a progress bar redrawn in place is not held back); a terminal stays one."""
-
-    def __init__(self, real: Any, rewrite: Callable[[str], str]) -> None:
-        super().__init__()
-        self.real, self.rewrite, self.pending = real, rewrite, ""
-
-    def write(self, text: str) -> int:
-        """Buffer ``text``; write every line it completes, rewritten."""
-        *parts, self.pending = re.split(r"(\r\n|\n|\r)", self.pending + text)
-        for line, end in zip(parts[::2], parts[1::2]):
-            self.real.write(self.rewrite(line) + end)
-        return len(text)
-
-    def flush(self) -> None:
-        """Flush the real stream (a partial line waits for its end)."""
-        self.real.flush()
-
-    def isatty(self) -> bool:
-        """Whether the real stream is a terminal (a listing's progress shows as it would)."""
-        return bool(getattr(self.real, "isatty", lambda: False)())
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        """The real stream's encoding."""
-        return getattr(self.real, "encoding", None) or "utf-8"
-
-
-@contextlib.contextmanager
-def _printed_through(rewrite: Callable[[str], str]) -> Iterator[None]:
-    """What is printed inside, each line rewritten (a handler's listing says what it found through print)."""
-    stream = _Rewriting(sys.stdout, rewrite)
-    try:
-        with contextlib.redirect_stdout(stream):
-            yield
-    finally:
-        if stream.pending:
-            stream.real.write(rewrite(stream.pending))
-        stream.real.flush()
 
 
 class _SetsDataset(torch.utils.data.Dataset):

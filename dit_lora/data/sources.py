@@ -21,6 +21,7 @@ from typing import Any
 
 from dit_lora.config.checks import check_one_source
 from dit_lora.core.errors import UserError
+from dit_lora.data import listing
 from dit_lora.data.caption_files import NotUTF8, caption_refusal, decode_caption
 from dit_lora.data.hub_datasets import load_dataset_samples
 from dit_lora.data.kohya import (
@@ -138,7 +139,7 @@ def load_samples(
 def _checked_options(train_data_dir, dataset_name, max_train_samples, instance_prompt, log):
     """Refuse a bad source or ``--max_train_samples``; returns the ``log`` to use and the checked instance prompt."""
     check_one_source(train_data_dir, dataset_name, "images with captions")
-    say = log if log is not None else _main_process_print
+    say = log if log is not None else listing.say
     if max_train_samples is not None and (
         isinstance(max_train_samples, bool) or not isinstance(max_train_samples, int) or max_train_samples < 1
     ):
@@ -164,12 +165,6 @@ def folder_image_keys(root: str) -> list[str]:
     walked = _walk_folder(root, COMMON_CAPTION_EXTENSIONS)
     masks = folder_masks(root, walked[0], walked[2], MASK_COLUMN)
     return sorted(k for k in walked[0] if k not in masks.files)
-
-
-def _main_process_print(message: str) -> None:
-    # Every process lists the samples; only the main one (accelerate's RANK, unset in a single process) says so.
-    if os.environ.get("RANK", "0") in ("", "0"):
-        print(message, flush=True)
 
 
 def _walk_folder(

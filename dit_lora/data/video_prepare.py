@@ -36,7 +36,7 @@ from dit_lora.contract.capabilities import Encoders, VideoFrames
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_bytes_atomic
-from dit_lora.data import preflight
+from dit_lora.data import listing, preflight
 from dit_lora.data.batches import RawVideoDataset, collate
 from dit_lora.data.decode import pixel_budget
 from dit_lora.data.frames import Bucket, bucket_table, describe_buckets, one_frame_buckets
@@ -50,7 +50,7 @@ from dit_lora.data.hub_datasets import (
 from dit_lora.data.kohya import checked_instance_prompt, refuse_caption_extension_for_dataset
 from dit_lora.data.paths import Located
 from dit_lora.data.prepare import report_captions
-from dit_lora.data.sources import _main_process_print, name_some
+from dit_lora.data.sources import name_some
 from dit_lora.data.video import (
     CLIP_IMAGE_EXTENSIONS,
     VIDEO_EXTENSIONS,
@@ -140,7 +140,7 @@ def load_video_dataset(
     cache_dir: str | None = None,
     instance_prompt: str | None = None,
     split: str = "train",
-    log: Callable[[str], Any] = _main_process_print,
+    log: Callable[[str], Any] = listing.say,
 ) -> list[VideoSample]:
     """List the clips of a `datasets` dataset (its ``split``, ``--dataset_split``) without decoding them.
 

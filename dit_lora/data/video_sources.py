@@ -20,12 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 from dit_lora.core.errors import UserError
+from dit_lora.data import listing
 from dit_lora.data.kohya import checked_caption_extension, checked_instance_prompt, kohya_folders, repeat_folder_samples
 from dit_lora.data.paths import FolderWalk, locate
 from dit_lora.data.sources import (
     COMMON_CAPTION_EXTENSIONS,
     METADATA_FILENAMES,
-    _main_process_print,
     name_some,
     read_metadata,
 )
@@ -93,7 +93,7 @@ def load_video_samples(
             f"--train_data_dir {root!r} {what}. Pass the folder that holds your training videos and "
             f"their metadata.jsonl (or prompts.txt + videos.txt)."
         )
-    say = log if log is not None else _main_process_print
+    say = log if log is not None else listing.say
     extension = checked_caption_extension(caption_extension)
     instance_prompt = checked_instance_prompt(instance_prompt)
     txt_caption = caption_column.lower().endswith(".txt")

@@ -29,24 +29,38 @@ def test_owners_are_exclusive():
     assert "family_options" not in {f.name for f in config_fields()}
 
 
+#: the shared option groups whose owners are checked against what each family states it owns (its ``SHARED_OPTIONS``
+#: in tests/families/<package>/cases.py): one flag, one meaning, its families
+SHARED_GROUPS = ("logit_mean", "weighting_scheme", "validation_image", "complex_human_instruction")
+
+
 def test_the_split_moves_single_family_options_out_of_the_common_ones():
     assert {"num_classes", "first_frame_noise", "use_liger_kernel", "complex_human_instruction"}.isdisjoint(
         common_names())
     assert owners("num_classes") == ["dit"] and owners("first_frame_noise") == ["cogvideox_i2v"]
-    qwen = {"qwenimage", "qwenimage_edit", "qwenimage_edit_plus"}
-    assert set(owners("logit_mean")) == {"sana", "cogvideox", "cogvideox_i2v", "wan", "wan_i2v", *qwen, "zimage", "flux2",
-                                         "sanavideo", "sanavideo_i2v", "flux", "flux_kontext", "chroma", "lumina2",
-                                         "krea2", "ideogram4", "hunyuanvideo15", "hunyuanvideo15_i2v"}
-    # one shared group, one meaning: the conditioning image of validation samples
-    assert set(owners("validation_image")) == {"cogvideox_i2v", "wan_i2v", "qwenimage_edit", "qwenimage_edit_plus",
-                                               "sanavideo_i2v", "flux_kontext", "ltx2_i2v", "hunyuanvideo15_i2v"}
     assert owners("cond_image_column") == ["flux_kontext"] and owners("flux_shift") == ["flux", "flux_kontext"]
-    assert owners("wan_expert") == ["wan", "wan_i2v"]
-    assert owners("complex_human_instruction") == ["sana", "sanavideo", "sanavideo_i2v"] and owners("rank") == []
-    assert set(owners("weighting_scheme")) == {"sana", *qwen, "flux2", "sanavideo", "sanavideo_i2v", "flux",
-                                                "flux_kontext", "chroma", "lumina2", "krea2", "ideogram4",
-                                                "hunyuanvideo15", "hunyuanvideo15_i2v"}  # a shared group: one flag, its families
+    assert owners("wan_expert") == ["wan", "wan_i2v"] and owners("rank") == []
     assert find_field("num_frames")[0].metadata["help"].startswith("Video LLMs:")
+
+
+@pytest.mark.parametrize("option", SHARED_GROUPS)
+def test_a_shared_group_is_owned_by_the_families_that_state_it(option):
+    """A shared group's flag (the timestep density, the conditioning image of validation samples, ...) belongs to
+    exactly the names whose family states it: a new family says which groups it reads, or fails here naming it."""
+    from family_cases import case
+
+    stated = {name for name in available()
+              if option in case(name, "SHARED_OPTIONS", "tests/config/test_owners.py", per_name=True)}
+    assert stated, option
+    assert set(owners(option)) == stated, (sorted(set(owners(option)) - stated), sorted(stated - set(owners(option))))
+
+
+def test_every_family_states_its_shared_groups_and_only_those_checked_here():
+    from family_cases import case
+
+    for name in available():
+        stated = case(name, "SHARED_OPTIONS", "tests/config/test_owners.py", per_name=True)
+        assert set(stated) <= set(SHARED_GROUPS), (name, sorted(set(stated) - set(SHARED_GROUPS)))
 
 
 @pytest.mark.parametrize("family", available())

@@ -2,8 +2,9 @@
 :class:`conformance_checks.ConformanceChecks` (each name's demo trained once; see tests/support/conformance.py).
 
 A new family registers and ships a demo config (its registry entry's ``demo_configs``): it is checked here with no
-test file of its own. A name without a demo config of its own is named in SHARES_A_DEMO (the name whose run stands
-for it, and where its own run is checked), so none is left out silently.
+test file of its own. A name without a demo config of its own is named by its family (``NO_DEMO`` in its
+tests/families/<package>/cases.py: the name whose run stands for it, and where its own run is checked), so none is
+left out silently.
 
 A quantized base and FSDP2 are checked in their own modules over the names whose spec declares them
 (tests/conformance/test_quantized_base.py, tests/conformance/test_fsdp2.py; tests/support/conformance_levers.py), each
@@ -13,18 +14,21 @@ name's runs in the same pytest-xdist group as its checks here.
 from __future__ import annotations
 
 import pytest
+from helpers import ROOT
 
 from conformance import demo_names, name_params
-from conformance_checks import CARD_ON_RUN_OF, ConformanceChecks, demo_run, reloaded  # noqa: F401 - fixtures
+from conformance_checks import ConformanceChecks, card_on_run_of, demo_run, reloaded  # noqa: F401 - fixtures
 
-#: names with no demo config of their own -> why they are covered without one (and by what)
-SHARES_A_DEMO = {
-    # the video-LLM entry's other architecture without a demo config: its steps sync inside transformers' vision
-    # tower (tests/e2e/test_no_host_sync.py), its runs are tests/e2e/test_videollm.py's
-    "qwen2_5_vl": "tests/e2e/test_videollm.py",
-    # Edit-Plus's step (one EditLoss); its card is checked on Edit-Plus's demo run (CARD_ON_RUN_OF)
-    "qwenimage_edit": "qwenimage_edit_plus",
-}
+
+def shares_a_demo() -> dict[str, str]:
+    """Names with no demo config of their own -> what covers them without one (a name whose run stands for theirs, or
+    the test that runs them), as each family states it (``NO_DEMO`` in its cases.py)."""
+    from family_cases import case
+
+    from dit_lora.registry import available
+
+    return {name: by for name in available()
+            if (by := case(name, "NO_DEMO", "tests/conformance", per_name=True, default=None)) is not None}
 
 
 @pytest.fixture(scope="module", params=name_params(demo_names()))
@@ -38,15 +42,19 @@ class TestConformance(ConformanceChecks):
 
 
 def test_every_registered_name_is_checked_here():
-    """A registered name either has a demo config (and so every check above) or is in SHARES_A_DEMO, saying why."""
+    """A registered name either has a demo config (and so every check above) or its family says what covers it
+    (``NO_DEMO``), naming the name whose run stands for it or the test that runs it."""
     from dit_lora.registry import available
 
-    assert set(demo_names()) | set(SHARES_A_DEMO) == set(available()), "give the new name a demo config"
-    assert not set(demo_names()) & set(SHARES_A_DEMO)
-    assert set(CARD_ON_RUN_OF) <= set(SHARES_A_DEMO) and set(CARD_ON_RUN_OF.values()) <= set(demo_names())
+    shared, cards = shares_a_demo(), card_on_run_of()
+    missing = sorted(set(available()) - set(demo_names()) - set(shared))
+    assert not missing, f"give {missing} a demo config (its entry's demo_configs), or say in NO_DEMO what covers it"
+    assert not set(demo_names()) & set(shared)
+    assert all(by in demo_names() or (ROOT / by).is_file() for by in shared.values()), shared
+    assert set(cards) <= set(shared) and set(cards.values()) <= set(demo_names())
     from dit_lora.registry import get_spec
 
-    for name, on in CARD_ON_RUN_OF.items():  # the same step: the same loss and batch path, only caching differs
+    for name, on in cards.items():  # the same step: the same loss and batch path, only caching differs
         assert type(get_spec(name).loss) is type(get_spec(on).loss)
 
 

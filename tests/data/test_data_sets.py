@@ -390,14 +390,29 @@ def test_ai_toolkits_clip_resolution_takes_the_familys_size_step_and_says_so(tmp
     assert "as clips of" not in _header(cfg, _Clips())  # a family of sides in 16s takes 720 as it is
 
 
-def test_a_sets_printed_lines_are_rewritten_and_a_redrawn_bar_is_not_held_back():
-    import io
+def test_a_sets_listing_lines_are_in_its_terms_and_stdout_is_left_alone(tmp_path, two_folders, capsys):
+    """A set's listing says its lines in the set's terms through the listing's logger (data/listing.py), while
+    ``sys.stdout`` stays the process's own: a print beside it is not rewritten."""
+    import sys
 
-    from dit_lora.data.data_sets import _Rewriting
+    from dit_lora.data import listing
 
-    real = io.StringIO()
-    real.isatty = lambda: True
-    stream = _Rewriting(real, str.upper)
-    stream.write("10%\r20%\rdone\nha")
-    assert real.getvalue() == "10%\r20%\rDONE\n" and stream.pending == "ha"
-    assert stream.isatty() and stream.encoding == "utf-8"
+    small, _ = two_folders
+    media = _media(tmp_path, [{"train_data_dir": str(small)}])
+    media._in_set_terms = lambda k, line: f"set {k + 1}: {line.upper()}"
+    stdout = sys.stdout
+
+    def listed():
+        assert sys.stdout is stdout  # not redirected while the set is listed
+        listing.say("found 4 images with --caption_extension .txt")
+        print("a print of its own")
+        return []
+
+    media.children[0].list_samples = listed
+    assert media.list_samples() == []
+    out = capsys.readouterr().out
+    assert "set 1: FOUND 4 IMAGES WITH --CAPTION_EXTENSION .TXT\n" in out and "a print of its own\n" in out
+    listing.say("after the set")
+    assert capsys.readouterr().out == "after the set\n"
+
+

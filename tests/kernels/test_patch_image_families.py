@@ -1,5 +1,7 @@
-"""The generic patch points on Qwen-Image, Z-Image, FLUX.1 and FLUX.2 (issue 36): which of their modules the fused ops reach,
-and that the whole (tiny) transformer patched computes what diffusers' own does, forward and backward.
+"""The generic patch points on the families without points of their own (issue 36: Qwen-Image, Z-Image, FLUX.1,
+FLUX.2, ...): which of their modules the fused ops reach, and that the whole (tiny) transformer patched computes what
+diffusers' own does, forward and backward. The families come from the registry; each states its tiny transformer's
+inputs (``generic_kernel_probe`` in ``tests/families/<package>/cases.py``) or why it has none.
 
 These families declare no patch points of their own (their blocks' modulation and attention are their own code);
 what reaches them is the generic points, which patch a library class in any model: plain ``nn.LayerNorm``,
@@ -17,128 +19,24 @@ pytest.importorskip("triton")
 
 from diffusers.models.normalization import RMSNorm
 
-from dit_lora.kernels import kernel_counts, patch_model, unpatch_model
+from family_cases import case, entry_defaults, has_case
+
+from dit_lora.kernels import patch_model, unpatch_model
 from dit_lora.registry import get_family
 
 
-def _flux():
-    from dit_lora.kit.packed import latent_ids, pack
-    from dit_lora.families.flux.demo import build_tiny_flux_components
-
-    model = build_tiny_flux_components()["transformer"].float()
-    gen = torch.Generator().manual_seed(0)
-    latents = torch.randn(2, model.config.in_channels // 4, 8, 8, generator=gen)
-    inputs = {
-        "hidden_states": pack(latents),
-        "encoder_hidden_states": torch.randn(2, 5, model.config.joint_attention_dim, generator=gen),
-        "pooled_projections": torch.randn(2, model.config.pooled_projection_dim, generator=gen),
-        "timestep": torch.tensor([0.3, 0.8]),
-        "guidance": torch.tensor([1.0, 1.0]),
-        "txt_ids": torch.zeros(5, 3),
-        "img_ids": latent_ids(4, 4, "cpu", torch.float32),
-    }
-    return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
+def _probed() -> list[str]:
+    """The registry entries' default names whose family states a ``generic_kernel_probe`` (its cases.py)."""
+    return [name for name in entry_defaults() if has_case(name, "generic_kernel_probe")]
 
 
-def _chroma():
-    from dit_lora.families.chroma.demo import build_tiny_chroma_components
-    from dit_lora.families.chroma.loss import transformer_mask
-    from dit_lora.kit.packed import latent_ids, pack
-
-    model = build_tiny_chroma_components()["transformer"].float()
-    gen = torch.Generator().manual_seed(0)
-    latents = torch.randn(2, model.config.in_channels // 4, 8, 8, generator=gen)
-    caption_mask = torch.arange(5).expand(2, 5) <= torch.tensor([[2], [4]])
-    inputs = {
-        "hidden_states": pack(latents),
-        "encoder_hidden_states": torch.randn(2, 5, model.config.joint_attention_dim, generator=gen),
-        "timestep": torch.tensor([0.3, 0.8]),
-        "txt_ids": torch.zeros(5, 3),
-        "img_ids": latent_ids(4, 4, "cpu", torch.float32),
-        "attention_mask": transformer_mask(caption_mask, 16),
-    }
-    return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
-
-
-def _flux2():
-    from dit_lora.families.flux2.demo import build_tiny_flux2_components
-    from dit_lora.families.flux2.loss import latent_ids, pack, text_ids
-
-    model = build_tiny_flux2_components("dev")["transformer"].float()
-    gen = torch.Generator().manual_seed(0)
-    latents = torch.randn(2, model.config.in_channels, 4, 4, generator=gen)
-    embeds = torch.randn(2, 5, model.config.joint_attention_dim, generator=gen)
-    inputs = {
-        "hidden_states": pack(latents),
-        "encoder_hidden_states": embeds,
-        "timestep": torch.tensor([0.3, 0.8]),
-        "guidance": torch.tensor([1.0, 1.0]),
-        "txt_ids": text_ids(5, "cpu"),
-        "img_ids": latent_ids(4, 4, "cpu"),
-    }
-    return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
-
-
-def _qwenimage():
-    from dit_lora.families.qwenimage.demo import build_tiny_qwenimage_components
-
-    model = build_tiny_qwenimage_components()["transformer"].float()
-    gen = torch.Generator().manual_seed(0)
-    inputs = {
-        "hidden_states": torch.randn(2, 16, model.config.in_channels, generator=gen),
-        "encoder_hidden_states": torch.randn(2, 7, model.config.joint_attention_dim, generator=gen),
-        "encoder_hidden_states_mask": torch.ones(2, 7, dtype=torch.long),
-        "timestep": torch.tensor([0.3, 0.8]),
-        "img_shapes": [(1, 4, 4)] * 2,
-    }
-    return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
-
-
-def _zimage():
-    from dit_lora.families.zimage.demo import build_tiny_zimage_components
-
-    model = build_tiny_zimage_components()["transformer"].float()
-    gen = torch.Generator().manual_seed(0)
-    channels = model.config.in_channels
-    inputs = {
-        "x": [torch.randn(channels, 1, 16, 16, generator=gen) for _ in range(2)],
-        "t": torch.tensor([0.3, 0.8]),
-        "cap_feats": [
-            torch.randn(7, model.config.cap_feat_dim, generator=gen),
-            torch.randn(11, model.config.cap_feat_dim, generator=gen),
-        ],
-    }
-    return model, inputs, lambda m, kw: torch.stack(m(**kw, return_dict=False)[0])
-
-
-def _lumina2():
-    from dit_lora.families.lumina2.demo import build_tiny_lumina2_components
-
-    model = build_tiny_lumina2_components()["transformer"].float()
-    gen = torch.Generator().manual_seed(0)
-    inputs = {
-        "hidden_states": torch.randn(2, model.config.in_channels, 8, 8, generator=gen),
-        "timestep": torch.tensor([0.3, 0.8]),
-        "encoder_hidden_states": torch.randn(2, 6, model.config.cap_feat_dim, generator=gen),
-        "encoder_attention_mask": (torch.arange(6).expand(2, 6) < torch.tensor([[3], [6]])).long(),
-    }
-    return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
-
-
-def _ideogram4():
-    from dit_lora.families.ideogram4.demo import build_tiny_ideogram4_components
-    from dit_lora.families.ideogram4.loss import sequence
-
-    model = build_tiny_ideogram4_components()["transformer"].float()
-    gen = torch.Generator().manual_seed(0)
-    latents = torch.randn(2, model.config.in_channels, 2, 3, generator=gen)
-    features = torch.randn(2, 5, model.config.llm_features_dim, generator=gen)
-    inputs = {**sequence(latents, features, [3, 5]), "timestep": torch.tensor([0.3, 0.8])}
-    return model, inputs, lambda m, kw: m(**kw, return_dict=False)[0]
-
-
-BUILDERS = {"flux": _flux, "chroma": _chroma, "lumina2": _lumina2, "flux2": _flux2, "qwenimage": _qwenimage, "zimage": _zimage,
-            "ideogram4": _ideogram4}
+def test_every_family_without_points_of_its_own_is_probed_or_says_why_not():
+    """Each registry entry whose family declares no patch points states a probe of its transformer for this file, or
+    why it has none: a new family is probed here, never silently left out."""
+    for name in entry_defaults():
+        if get_family(name).kernels is None and not has_case(name, "generic_kernel_probe"):
+            reason = case(name, "NO_GENERIC_KERNEL_PROBE", "tests/kernels/test_patch_image_families.py")
+            assert len(reason) > 20, (name, reason)  # a reason, not a placeholder
 
 
 def _expected_counts(model: nn.Module) -> dict[str, int]:
@@ -156,14 +54,14 @@ def _run(model, call, inputs):
     return out.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("family", sorted(BUILDERS))
+@pytest.mark.parametrize("family", _probed())
 def test_the_family_declares_no_points_of_its_own(family):
     assert get_family(family).kernels is None
 
 
-@pytest.mark.parametrize("family", sorted(BUILDERS))
+@pytest.mark.parametrize("family", _probed())
 def test_generic_points_reach_every_norm_and_the_patched_model_matches_fp32(family):
-    model, inputs, call = BUILDERS[family]()
+    model, inputs, call = case(family, "generic_kernel_probe", "this test")()
     ref_out, ref_grads = _run(model, call, inputs)
     counts = patch_model(model, (), kernels="on", attention_backend="math")
     expected = _expected_counts(model)
@@ -181,14 +79,6 @@ def test_generic_points_reach_every_norm_and_the_patched_model_matches_fp32(fami
     assert unpatch_model(model) > 0
     again, _ = _run(model, call, inputs)
     assert torch.equal(again, ref_out)  # unpatched: diffusers' own code, bit for bit
-
-
-def test_flux2_qk_norms_are_torch_rmsnorm_patched_by_the_generic_point():
-    model, _, _ = _flux2()
-    patch_model(model, (), kernels="on")
-    norms = [m for name, m in model.named_modules() if name.endswith(("norm_q", "norm_k"))]
-    assert norms and all(type(m) is nn.RMSNorm and "forward" in m.__dict__ for m in norms)
-    assert kernel_counts(model)["rmsnorm"] == len([m for m in model.modules() if type(m) is nn.RMSNorm])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -219,32 +109,3 @@ def test_torch_rmsnorm_point_matches_f_rms_norm_forward_and_backward(dtype, eps)
     for name, t, e, f in zip(("output", "input grad", "weight grad"), truth, eager, fused):
         err_eager, err_fused = float((e - t).norm() / t.norm()), float((f - t).norm() / t.norm())
         assert err_fused <= 1.5 * err_eager + 1e-6, f"{name}: {err_fused:.3g} vs torch's {err_eager:.3g}"
-
-
-def test_krea2s_own_norms_are_left_as_diffusers_wrote_them():
-    """Krea 2's norms are its own ``Krea2RMSNorm`` (a zero-centred scale kept in fp32), no library class: the generic
-    points patch nothing and the model computes diffusers' own function, bit for bit (its guide says so)."""
-    from dit_lora.families.krea2.demo import build_tiny_krea2_components
-    from dit_lora.families.krea2.loss import position_ids
-
-    assert get_family("krea2").kernels is None
-    model = build_tiny_krea2_components()["transformer"].float()
-    gen = torch.Generator().manual_seed(0)
-    config = model.config
-    inputs = {
-        "hidden_states": torch.randn(2, 16, config.in_channels, generator=gen),
-        "encoder_hidden_states": torch.randn(2, 6, config.num_text_layers, config.text_hidden_dim, generator=gen),
-        "timestep": torch.tensor([0.3, 0.8]),
-        "position_ids": position_ids(6, 4, 4, "cpu"),
-        "encoder_attention_mask": torch.arange(6).expand(2, 6) < torch.tensor([[3], [6]]),
-    }
-
-    def call(m, kw):
-        return m(**kw, return_dict=False)[0]
-
-    ref_out, _ = _run(model, call, inputs)
-    counts = patch_model(model, (), kernels="on", attention_backend="math")
-    assert sum(counts[k] for k in ("layernorm", "rmsnorm", "modulate", "gated_residual")) == 0
-    assert not any(type(m) in (nn.LayerNorm, nn.RMSNorm, RMSNorm) for m in model.modules())
-    out, _ = _run(model, call, inputs)
-    assert torch.equal(out, ref_out)

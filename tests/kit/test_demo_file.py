@@ -55,10 +55,14 @@ def copy_as_package(module: str, tmp_path, monkeypatch, edit) -> DemoFile:
 
 
 def test_every_family_states_its_demo_as_data():
-    from dit_lora.registry import BUILT_IN
+    from family_cases import entry_defaults, package_of
 
-    # every built-in package but the video LLMs' (their demos are transformers models) builds with the kit
-    assert {m.split(".")[2] for m in DIFFUSION} == set(BUILT_IN) - {"videollm"}, DIFFUSION
+    from dit_lora.kit.components import DiffusionModel
+    from dit_lora.registry import get_spec
+
+    # every built-in diffusion family builds its demo with the kit (not the video LLMs: transformers models)
+    diffusion = {package_of(name) for name in entry_defaults() if isinstance(get_spec(name).model, DiffusionModel)}
+    assert {m.split(".")[2] for m in DIFFUSION} == diffusion, DIFFUSION
     assert set(DIFFUSION) <= set(MODULES), DIFFUSION  # no diffusion family without one
     assert len(MODULES) >= 12, MODULES
     for module in MODULES:  # no data file left unread: the module beside it reads it

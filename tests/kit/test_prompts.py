@@ -76,11 +76,28 @@ def test_a_caption_length_is_the_flag_else_the_pipelines_default_and_what_the_ru
     assert length.recorded(None) == 300 and length.recorded(TextSettings(max_sequence_length=64)) == 64
 
 
-#: the families whose caption length is a CaptionLength (``--max_sequence_length``, else the pipeline's default)
-CAPTION_LENGTH_FAMILIES = ("sana", "sanavideo", "zimage", "qwenimage", "flux2")
+def _caption_length_families() -> list[str]:
+    """The registry entries' default names whose family's caption length is a CaptionLength (``--max_sequence_length``,
+    else the pipeline's default): its ``encoders.py``'s ``max_sequence_length``; but those whose card cannot pass it
+    to the pipeline's call, which say why (``NO_CARD_CAPTION_LENGTH`` in their cases.py)."""
+    import importlib
+    import importlib.util
+
+    from family_cases import entry_defaults, has_case, package_of
+
+    from dit_lora.kit.prompts import CaptionLength
+
+    found = []
+    for name in entry_defaults():
+        module = f"dit_lora.families.{package_of(name)}.encoders"
+        if importlib.util.find_spec(module) is not None:
+            length = getattr(importlib.import_module(module), "max_sequence_length", None)
+            if isinstance(length, CaptionLength) and not has_case(name, "NO_CARD_CAPTION_LENGTH"):
+                found.append(name)
+    return found
 
 
-@pytest.mark.parametrize("family", CAPTION_LENGTH_FAMILIES)
+@pytest.mark.parametrize("family", _caption_length_families())
 def test_the_card_snippet_encodes_prompts_at_the_trained_caption_length(family):
     """A run at another caption length than the pipeline's says it in the card's snippet (the consumer encodes as
     training did), at the pipeline's own it adds nothing; the rows name the length either way (catalogued models,
@@ -91,7 +108,9 @@ def test_the_card_snippet_encodes_prompts_at_the_trained_caption_length(family):
     from dit_lora.config import TrainConfig
     from dit_lora.registry import get_spec
 
-    length = importlib.import_module(f"dit_lora.families.{family}.encoders").max_sequence_length
+    from family_cases import package_of
+
+    length = importlib.import_module(f"dit_lora.families.{package_of(family)}.encoders").max_sequence_length
     hub_id = entries(family)[0].hub_id
     card = get_spec(family).card
     for value, shown in ((None, False), (length.default, False), (length.default // 2, True)):

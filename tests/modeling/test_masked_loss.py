@@ -1,9 +1,11 @@
 """The masked loss: the generic rule (modeling/masked_loss.py) and, for every image family's own loss, that a mask
 changes only the masked positions' gradients.
 
-Each family's ``compute_loss`` runs on tiny tensors with a probe for a model: its output is a parameter shaped as the
+Each family's ``compute_loss`` runs on tiny tensors with a probe for a model (its ``masked_loss_probe`` in
+``tests/families/<package>/cases.py``, on tests/support/loss_probe.py): its output is a parameter shaped as the
 family's transformer output (packed tokens for Qwen-Image and FLUX.2, a list for Z-Image, epsilon and variance
-channels for DiT), so its gradient is the loss's gradient with respect to the prediction. With a mask that is zero on
+channels for DiT), so its gradient is the loss's gradient with respect to the prediction. Every name that reads
+``--masked_loss`` is probed; the registry says which. With a mask that is zero on
 the left half of the latent grid, those positions get exactly zero gradient and the others exactly the unmasked
 loss's (times ``1 / mean(mask)`` = 2 with ``--normalize_masked_area_loss``); the same generator gives both runs the
 same noise and timesteps.
@@ -13,12 +15,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from family_cases import case
+from loss_probe import B, C, H, W
 
 from dit_lora.config import TrainConfig
-from dit_lora.contract.family import Components
 from dit_lora.modeling.masked_loss import MASK_KEY, mask_weights, masked_mse
-
-B, C, H, W = 2, 4, 4, 6  # latent grid: even sides (Qwen-Image packs 2 x 2 patches)
 
 
 def _mask() -> torch.Tensor:
@@ -40,186 +41,35 @@ def test_masked_mse_weights_each_pixel_and_clamps_to_the_unmasked_weight():
     assert mask_weights({}, cfg) is None
 
 
-class Probe(torch.nn.Module):
-    """A stand-in transformer whose output is a parameter (``shape``), laid out by ``wrap`` as the family's is."""
+def _readers() -> list[str]:
+    """Every registered name that reads --masked_loss (config/applies.py's tag)."""
+    from dit_lora.config.applies import families_for, tagged_options
 
-    def __init__(self, shape, wrap=lambda out: out):
-        super().__init__()
-        self.out, self.wrap = torch.nn.Parameter(torch.randn(shape, generator=torch.Generator().manual_seed(1))), wrap
-
-    def forward(self, *args, **kwargs):
-        return (self.wrap(self.out),)
+    return sorted(families_for(tagged_options()["masked_loss"]))
 
 
-def _sana():
-    from diffusers import FlowMatchEulerDiscreteScheduler
-
-    from dit_lora.families.sana.loss import SanaLoss
-
-    comps = Components(model=None, scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0))
-    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "prompt_attention_mask": torch.ones(B, 3, dtype=torch.long)}
-    return SanaLoss(None), comps, batch, Probe((B, C, H, W)), lambda g: g
-
-
-def _dit():
-    from diffusers import DDPMScheduler
-
-    from dit_lora.families.dit.loss import DiTLoss
-    from dit_lora.families.dit.state import DiTRun
-
-    state = DiTRun(learned_sigma=True, in_channels=C, null_class=10)
-    comps = Components(model=None, scheduler=DDPMScheduler(num_train_timesteps=1000), state=state)
-    # learned sigma: the probe predicts 2C channels; the variance half never reaches the loss (no VLB term)
-    return DiTLoss(None), comps, {"class_labels": torch.zeros(B, dtype=torch.long)}, Probe((B, 2 * C, H, W)), (
-        lambda g: g[:, :C]
-    )
-
-
-def _qwen(edit: bool = False):
-    from dit_lora.families.qwenimage.edit import EditLoss
-    from dit_lora.families.qwenimage.loss import QwenImageLoss, pack_latents
-    from dit_lora.families.qwenimage.state import QwenImageRun
-
-    comps = Components(model=None, state=QwenImageRun(scheduler_config={}))
-    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "prompt_embeds_mask": torch.ones(B, 3, dtype=torch.long)}
-    tokens = (H // 2) * (W // 2)
-    if edit:  # one control image: its tokens follow the target's, context only
-        batch["control_latents"] = torch.randn(B, 1, C, H, W)
-    probe = Probe((B, tokens * (2 if edit else 1), 4 * C))
-
-    def to_grid(g):  # the target's tokens back to (B, C, H, W), checking the control tokens got nothing
-        if edit:
-            assert (g[:, tokens:] == 0).all()
-        packed = g[:, :tokens].reshape(B, H // 2, W // 2, C, 2, 2).permute(0, 3, 1, 4, 2, 5)
-        grid = packed.reshape(B, C, H, W)
-        assert torch.equal(pack_latents(grid), g[:, :tokens])  # the inverse of the family's packing
-        return grid
-
-    return (EditLoss if edit else QwenImageLoss)(None), comps, batch, probe, to_grid
-
-
-def _zimage():
-    from diffusers import FlowMatchEulerDiscreteScheduler
-
-    from dit_lora.families.zimage.loss import ZImageLoss
-
-    comps = Components(model=None, scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0))
-    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "caption_lengths": [3, 2]}
-    probe = Probe((B, C, 1, H, W), wrap=lambda out: list(out.unbind(0)))  # a list of (C, 1, H, W), as Z-Image's
-    return ZImageLoss(None), comps, batch, probe, lambda g: g[:, :, 0]
-
-
-def _flux2():
-    from dit_lora.families.flux2.loss import Flux2Loss, unpack
-    from dit_lora.families.flux2.state import Flux2Run
-
-    comps = Components(model=None, state=Flux2Run(scheduler_config={}, guidance_embeds=False))
-    batch = {"prompt_embeds": torch.zeros(B, 3, 8)}
-    return Flux2Loss(None), comps, batch, Probe((B, H * W, C)), lambda g: unpack(g, H, W)
-
-
-def _flux(kontext: bool = False):
-    from dit_lora.kit.packed import unpack
-    from dit_lora.families.flux.edit import KontextLoss
-    from dit_lora.families.flux.loss import FluxLoss
-    from dit_lora.families.flux.state import FluxRun
-
-    comps = Components(model=None, state=FluxRun(scheduler_config={}, guidance_embeds=False))
-    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "pooled_prompt_embeds": torch.zeros(B, 4)}
-    tokens = (H // 2) * (W // 2)
-    if kontext:  # the control's tokens follow the target's, context only
-        batch["control_latents"] = torch.randn(B, C, H, W)
-
-    def to_grid(g):
-        assert (g[:, tokens:] == 0).all()  # the control's tokens get no gradient
-        return unpack(g[:, :tokens], H, W)
-
-    probe = Probe((B, tokens * (2 if kontext else 1), 4 * C))
-    return (KontextLoss if kontext else FluxLoss)(None), comps, batch, probe, to_grid
-
-
-def _krea2():
-    from dit_lora.kit.packed import unpack
-    from dit_lora.families.krea2.loss import Krea2Loss
-    from dit_lora.families.krea2.state import Krea2Run
-
-    comps = Components(model=None, state=Krea2Run(scheduler_config={}))
-    batch = {"prompt_embeds": torch.zeros(B, 3, 2, 8), "prompt_embeds_mask": torch.ones(B, 3, dtype=torch.bool)}
-    return Krea2Loss(None), comps, batch, Probe((B, (H // 2) * (W // 2), 4 * C)), lambda g: unpack(g, H, W)
-
-
-def _chroma():
-    from dit_lora.families.chroma.loss import ChromaLoss
-    from dit_lora.families.chroma.state import ChromaRun
-    from dit_lora.kit.packed import unpack
-
-    comps = Components(model=None, state=ChromaRun(scheduler_config={}))
-    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "prompt_attention_mask": torch.ones(B, 3, dtype=torch.bool)}
-    return ChromaLoss(None), comps, batch, Probe((B, (H // 2) * (W // 2), 4 * C)), lambda g: unpack(g, H, W)
-
-
-def _lumina2():
-    from dit_lora.families.lumina2.loss import Lumina2Loss
-    from dit_lora.families.lumina2.state import Lumina2Run
-
-    from dit_lora.modeling.flow_matching import training_scheduler
-
-    comps = Components(model=None, scheduler=training_scheduler({"shift": 6.0}), state=Lumina2Run())
-    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "prompt_attention_mask": torch.ones(B, 3, dtype=torch.long)}
-    return Lumina2Loss(None), comps, batch, Probe((B, C, H, W)), lambda g: g
-
-
-def _ideogram4():
-    from dit_lora.families.ideogram4.loss import Ideogram4Loss
-
-    batch = {"prompt_embeds": torch.zeros(B, 3, 8), "caption_lengths": [3, 2]}  # the batch padded to its longest
-    text = 3
-
-    def to_grid(g):
-        assert (g[:, :text] == 0).all()  # the caption's places get no gradient
-        return g[:, text:].transpose(1, 2).reshape(B, C, H, W)
-
-    return Ideogram4Loss(None), Components(model=None), batch, Probe((B, text + H * W, C)), to_grid
-
-
-FAMILIES = {
-    "sana": _sana,
-    "dit": _dit,
-    "qwenimage": _qwen,
-    "qwenimage_edit": lambda: _qwen(edit=True),
-    "zimage": _zimage,
-    "flux2": _flux2,
-    "flux": _flux,
-    "flux_kontext": lambda: _flux(kontext=True),
-    "chroma": _chroma,
-    "lumina2": _lumina2,
-    "krea2": _krea2,
-    "ideogram4": _ideogram4,
-}
-
-
-#: a name whose loss is another name's loss class, probed there (Qwen-Image-Edit-Plus: Edit's, more control images)
-SAME_LOSS = {"qwenimage_edit_plus": "qwenimage_edit"}
+def _probed_as(family: str) -> str:
+    """The name whose probe checks ``family``'s loss: its own, or another name of the same loss class (its family's
+    ``MASKED_LOSS_SAME``: Qwen-Image-Edit-Plus's is Edit's, with more control images)."""
+    return case(family, "MASKED_LOSS_SAME", "tests/modeling/test_masked_loss.py", per_name=True, default=family)
 
 
 def test_every_family_reading_the_mask_options_is_probed():
-    """FAMILIES covers each registered name that reads --masked_loss (config/applies.py's tag), directly or through
-    another name of the same loss class: a new image family fails here until it has a probe."""
-    from dit_lora.config.applies import families_for, tagged_options
+    """Each registered name that reads --masked_loss has a probe in its family's cases, directly or through another
+    name of the same loss class: a new image family fails here until it has one."""
     from dit_lora.registry import get_spec
 
-    readers = set(families_for(tagged_options()["masked_loss"]))
-    missing = readers - set(FAMILIES) - set(SAME_LOSS)
-    assert set(FAMILIES) | set(SAME_LOSS) == readers, f"FAMILIES: add {sorted(missing)}"
-    for name, probed in SAME_LOSS.items():
+    for name in _readers():
+        probed = _probed_as(name)
+        assert callable(case(probed, "masked_loss_probe", "tests/modeling/test_masked_loss.py")), name
         assert type(get_spec(name).loss) is type(get_spec(probed).loss), name
 
 
 def _grad(family: str, mask: torch.Tensor | None, **options) -> torch.Tensor:
     """The gradient of ``family``'s loss with respect to its prediction, on the latent grid ``(B, C, H, W)``."""
-    loss_fn, comps, batch, probe, to_grid = FAMILIES[family]()
-    name = "qwenimage" if family.startswith("qwenimage") else family
-    cfg = TrainConfig.for_family(name, masked_loss=mask is not None, **options)
+    probe_of = case(family, "masked_loss_probe", "tests/modeling/test_masked_loss.py")
+    loss_fn, comps, batch, probe, to_grid = probe_of(family)
+    cfg = TrainConfig.for_family(family, masked_loss=mask is not None, **options)
     batch = {**batch, "latents": torch.randn(B, C, H, W, generator=torch.Generator().manual_seed(2))}
     if mask is not None:
         batch[MASK_KEY] = mask
@@ -229,7 +79,7 @@ def _grad(family: str, mask: torch.Tensor | None, **options) -> torch.Tensor:
     return to_grid(probe.out.grad)
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", sorted({_probed_as(name) for name in _readers()}))
 def test_a_mask_changes_only_the_masked_positions_gradients(family):
     plain = _grad(family, None)
     mask = _mask()

@@ -249,7 +249,21 @@ def test_a_real_familys_comfyui_export_includes_the_ema_adapter(tmp_path):
     assert torch.equal(load_file(str(written[1]))[key], 3 * load_file(str(written[0]))[key])
 
 
-@pytest.mark.parametrize("family", ["flux", "flux_kontext", "chroma"])
+def _loaded_in_comfyui_as_it_is() -> list[str]:
+    """Every registered name without a ``comfyui`` export whose run's file ComfyUI loads as it is
+    (``info.loads_as_is``: FLUX.1's, Chroma's)."""
+    from dit_lora.registry import available, get_spec
+
+    found = []
+    for name in available():
+        spec = get_spec(name)
+        formats = spec.exports.export_formats() if spec.exports is not None else {}
+        if "comfyui" in spec.info.loads_as_is and "comfyui" not in formats:
+            found.append(name)
+    return found
+
+
+@pytest.mark.parametrize("family", _loaded_in_comfyui_as_it_is())
 def test_exporting_to_a_consumer_that_loads_the_file_as_it_is_says_so_and_writes_nothing(tmp_path, capsys, family):
     """Issue 76: `export --format comfyui` for FLUX.1 and Chroma said the family had "no export format", though the
     run's file loads in ComfyUI as it is (their comfyui tests, with ComfyUI's own loader). The card says it too."""

@@ -119,9 +119,19 @@ def _finished_run(folder, family: str, kind: str):
     return folder
 
 
-@pytest.mark.parametrize("family", ["wan", "flux2", "zimage", "qwenimage"])
+def _comfyui_exporters() -> list[str]:
+    """The registry entries' default names whose family exports ``comfyui``."""
+    from family_cases import entry_defaults
+
+    from dit_lora.registry import get_spec
+
+    return [name for name in entry_defaults()
+            if get_spec(name).exports is not None and "comfyui" in get_spec(name).exports.export_formats()]
+
+
+@pytest.mark.parametrize("family", _comfyui_exporters())
 def test_export_refuses_a_format_whose_consumer_cannot_load_the_type(family, tmp_path):
-    """The four families' ComfyUI exports convert LoRA, LoKr and LoHa; a DoRA run is refused before any file."""
+    """Every family's ComfyUI export converts LoRA, LoKr and LoHa; a DoRA run is refused before any file."""
     from dit_lora.output.export import export_run, run_adapter_type
 
     folder = _finished_run(tmp_path / "run", family, "dora")

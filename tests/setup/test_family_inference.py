@@ -245,12 +245,15 @@ def test_a_folder_of_another_task_of_the_family_is_refused_or_trained_as_declare
         article = "an" if cls[0] in "AEIOU" else "a"
         assert f"is {article} {cls} (model_index.json)" in text and f"Use --family {owner} for it" in text, text
         assert text.startswith(f"--family {name} trains") and "\n" not in text
-    # the declared exceptions are the two the families check themselves (Wan's kinds) or share one checkpoint
+    # the declared exceptions are the ones each family states in its tests (ALSO_TRAINS_FOLDERS_OF in its cases.py:
+    # the folders it checks itself, Wan's kinds, or one checkpoint its names share), no other
+    from family_cases import case
+
     declared = {(n, c) for n, c, _ in pairs if c in get_spec(n).info.also_trains_folders_of}
-    assert declared == {("wan_i2v", "WanPipeline"), ("sanavideo", "SanaImageToVideoPipeline"),
-                        ("sanavideo_i2v", "SanaVideoPipeline"), ("ltx2", "LTX2ImageToVideoPipeline"),
-                        ("ltx2_i2v", "LTX2Pipeline"), ("ltx2_ic", "LTX2Pipeline"),
-                        ("ltx2_ic", "LTX2ImageToVideoPipeline")}
+    for name in {n for n, _ in declared} | {n for n, _, _ in pairs}:
+        stated = case(name, "ALSO_TRAINS_FOLDERS_OF", "tests/setup/test_family_inference.py", per_name=True,
+                      default=frozenset())
+        assert {c for n, c in declared if n == name} == set(stated), name
 
 
 @pytest.mark.parametrize("family,cls,what,fix", [

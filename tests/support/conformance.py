@@ -38,11 +38,15 @@ STEPS, CHECKPOINT, DRILL = 3, 1, 2
 BATCHES = 2
 #: the plan's error against a measured CPU peak (tests/plan/test_estimate.py holds Sana to the same)
 PLAN_TOLERANCE = 0.15
-#: names whose training step syncs inside a library's own code (upstream), with the file the first sync comes from:
-#: their reference run trains without the audit, and the host-sync check shows where the sync is
-UPSTREAM_SYNCS = {"qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl"}
-if torch.cuda.is_available():  # transformers' LlavaNextVideoModel.forward copies a Python list to the GPU each step
-    UPSTREAM_SYNCS["llava_next_video"] = "llava_next_video"
+
+
+def upstream_sync(name: str) -> str | None:
+    """Where the training step of ``name`` syncs inside a library's own code (upstream): the file the first sync
+    comes from, as its family states it (``UPSTREAM_SYNCS`` in its cases.py), None for a step that never syncs. Such
+    a name's reference run trains without the audit, and the host-sync check shows where the sync is."""
+    from family_cases import case
+
+    return case(name, "UPSTREAM_SYNCS", "tests/conformance", per_name=True, default=None)
 
 
 def demo_configs() -> dict[str, Path]:
@@ -94,7 +98,7 @@ class DemoRun:
     summary: dict
     states: dict[int, dict[str, torch.Tensor]]  # the trainable weights after each update
     model: torch.nn.Module  # the trained model, adapters live
-    audit: Any  # the run's SyncAudit (None: trained without, UPSTREAM_SYNCS)
+    audit: Any  # the run's SyncAudit (None: trained without, upstream_sync)
     resumed: dict = field(default_factory=dict)  # stopped_and_resumed's summary and folder, once made
 
     def args(self, out: Path | None = None, **extra) -> list[str]:
@@ -153,7 +157,8 @@ def train(args: list[str], on_step=None) -> dict:
 
 def train_demo(name: str, root: Path) -> DemoRun:
     """``name``'s demo trained once in process: the model and data built offline by ``--demo``, STEPS updates with a
-    NaN loss at DRILL, every step under the host-sync audit (``DIT_LORA_SYNC_DEBUG``) unless UPSTREAM_SYNCS names it.
+    NaN loss at DRILL, every step under the host-sync audit (``DIT_LORA_SYNC_DEBUG``) unless it syncs upstream
+    (:func:`upstream_sync`).
     Without the memory plan (``--ignore_memory_plan``): a plan traces the whole step once more, and the one the plan
     check reads is the resume's, which starts as a user's run does (:func:`stopped_and_resumed`)."""
     from dit_lora.training import drills
@@ -176,11 +181,11 @@ def train_demo(name: str, root: Path) -> DemoRun:
     out = root / "out"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(drills, "SyncAudit", Recorded)
-        if name not in UPSTREAM_SYNCS:
+        if upstream_sync(name) is None:
             patch.setenv("DIT_LORA_SYNC_DEBUG", "1")
         # unplanned: the plan's start check is the resume's (stopped_and_resumed), the run the plan check measures
         summary = train(demo_args(name, config, root, out, ignore_memory_plan="true"), on_step=record)
-    audit = audits[0] if name not in UPSTREAM_SYNCS else None
+    audit = audits[0] if upstream_sync(name) is None else None
     return DemoRun(name, config, root, out, summary, states, held["model"], audit)
 
 

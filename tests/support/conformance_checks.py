@@ -7,7 +7,7 @@ fixtures below then train each name once and every check reads that run. The che
 - the registry entry and the spec build, and the entry's demo config trains this name;
 - the offline demo trains (``--demo`` builds the tiny model and data) to a finite adapter;
 - the guard drill: a NaN loss at update DRILL is skipped and changes no trainable weight;
-- no host sync: no step of the run reads the device (the audit; a name of UPSTREAM_SYNCS: only inside the library);
+- no host sync: no step of the run reads the device (the audit; a name whose family states an upstream sync: only inside the library);
 - the adapter reloads at the trained strength in the stock consumer (the family's ``load_pipeline_with_adapter``:
   diffusers' ``load_lora_weights`` or PEFT's loader) and through PEFT's own ``set_peft_model_state_dict``, every
   adapted layer giving the trained layer's output;
@@ -27,14 +27,23 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conformance import (CHECKPOINT, DRILL, PLAN_TOLERANCE, STEPS, UPSTREAM_SYNCS, DemoRun, adapted_layers_match,
+from conformance import (CHECKPOINT, DRILL, PLAN_TOLERANCE, STEPS, DemoRun, adapted_layers_match,
                          adapter_file, consumer_model, demo_configs, demo_root, load_with_peft, stopped_and_resumed,
-                         same_tensors, train, train_demo)
+                         same_tensors, train, train_demo, upstream_sync)
 from helpers import ROOT
 
-#: names with no demo config of their own -> the name whose demo run also checks their model card (Qwen-Image-Edit's
-#: step is Edit-Plus's: one EditLoss; they differ in how captions and control images are encoded)
-CARD_ON_RUN_OF = {"qwenimage_edit": "qwenimage_edit_plus"}
+
+
+def card_on_run_of() -> dict[str, str]:
+    """Names with no demo config of their own -> the name whose demo run also checks their model card, as each family
+    states it (``CARD_ON_RUN_OF`` in its cases.py; Qwen-Image-Edit's step is Edit-Plus's: one EditLoss; they differ in
+    how captions and control images are encoded)."""
+    from family_cases import case
+
+    from dit_lora.registry import available
+
+    return {name: on for name in available()
+            if (on := case(name, "CARD_ON_RUN_OF", "tests/conformance", per_name=True, default=None)) is not None}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +98,7 @@ class ConformanceChecks:
 
     @pytest.mark.slow
     def test_no_step_syncs_with_the_host(self, demo_run, tmp_path):
-        if demo_run.name in UPSTREAM_SYNCS:
+        if upstream_sync(demo_run.name) is not None:
             return _syncs_only_upstream(demo_run, tmp_path)
         audit, summary = demo_run.audit, demo_run.summary
         assert audit.enabled and audit.steps == STEPS * summary["config"]["gradient_accumulation_steps"]
@@ -144,20 +153,20 @@ class ConformanceChecks:
         config = demo_run.config.relative_to(ROOT / "recipes" / "configs").as_posix() if demo_run.config.is_relative_to(
             ROOT / "recipes" / "configs") else str(demo_run.config)
         check_docs(config, demo_run.out, model, data, tmp_path / "docs", ROOT)  # the guides' blocks of this demo
-        for other, on in CARD_ON_RUN_OF.items():
+        for other, on in card_on_run_of().items():
             if on == demo_run.name:
                 _check_card_of(other, demo_run, data, tmp_path / f"card-{other}")
 
 
 def _syncs_only_upstream(run: DemoRun, tmp_path) -> None:
-    """A name of UPSTREAM_SYNCS: one audited update fails, its first sync inside the library's own code for the
+    """A name that syncs upstream (:func:`upstream_sync`): one audited update fails, its first sync inside the library's own code for the
     model (transformers' vision tower), never in dit-lora, which only called the model."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DIT_LORA_SYNC_DEBUG", "1")
         with pytest.raises(RuntimeError) as err:  # HostSyncError on a CPU, torch's own error on CUDA
             train(run.args(tmp_path / "audited", max_train_steps=1, inject_faults="", checkpointing_steps=0))
     frames = [str(entry.path) for entry in err.traceback]
-    assert any(UPSTREAM_SYNCS[run.name] in f and "transformers" in f for f in frames), frames
+    assert any(upstream_sync(run.name) in f and "transformers" in f for f in frames), frames
     innermost_ours = [f for f in frames if "dit_lora" in f and "sync_audit" not in f][-1]
     assert innermost_ours.endswith(("liger.py", "videochat.py")), frames
 

@@ -11,9 +11,10 @@ as written in the dtypes it names (it runs and writes what it says it writes), t
 adapter and with every adapter layer it loads disabled (:func:`adapters_disabled`); what those two made (``image``,
 ``video`` or ``answer``) must differ. Any other block (a video LLM's) runs twice, as written.
 
-Docs blocks that are not meant to run say so in the markdown just above the block: ``<!-- snippet: not run: REASON
--->``. :func:`python_blocks` reads the marker; a python block that no test runs and no marker exempts fails
-``tests/test_doc_snippets.py``.
+Docs blocks say in the markdown just above the block whether they run: ``<!-- snippet: runs after: CONFIG -->`` (the
+demo config, under ``recipes/configs/``, whose run stands in for the reader's: :func:`doc_runs`) or ``<!-- snippet:
+not run: REASON -->``. :func:`python_blocks` reads the marker; a python block with neither fails
+``tests/test_doc_snippets.py``. So a family's guide says itself which of its blocks run, on which demo.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ import pytest
 
 #: the marker that exempts the python block below it from running, with its reason
 EXEMPT = re.compile(r"<!--\s*snippet:\s*not run:\s*(?P<reason>[^>]*?)\s*-->\s*$")
+#: the marker that runs the python block below it after the run of a demo config (relative to recipes/configs/)
+RUNS_AFTER = re.compile(r"<!--\s*snippet:\s*runs after:\s*(?P<config>\S+)\s*-->\s*$")
 _FENCE = re.compile(r"^```python\n(?P<code>.*?)^```", re.MULTILINE | re.DOTALL)
 #: the variables a snippet leaves its result in, by kind
 RESULTS = ("video", "answer", "image")  # a video snippet's `image` is its input (image-to-video)
@@ -41,21 +44,24 @@ RESULTS = ("video", "answer", "image")  # a video snippet's `image` is its input
 
 @dataclass(frozen=True)
 class Block:
-    """One python block of a markdown file: its code, its 0-based index in the file, and the exemption's reason."""
+    """One python block of a markdown file: its code, its 0-based index in the file, the exemption's reason and the
+    demo config it runs after (at most one of the two: its marker)."""
 
     code: str
     index: int
     exempt: str | None
+    runs_after: str | None = None
 
 
 def python_blocks(markdown: str) -> list[Block]:
-    """Every ```python block of ``markdown``, each with the reason of a ``<!-- snippet: not run: ... -->`` marker on
-    the last non-blank line above it (None: it must run)."""
+    """Every ```python block of ``markdown``, each with the marker on the last non-blank line above it: the reason of
+    a ``<!-- snippet: not run: ... -->``, the config of a ``<!-- snippet: runs after: ... -->`` (neither: None)."""
     blocks = []
     for i, match in enumerate(_FENCE.finditer(markdown)):
         before = markdown[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        found = EXEMPT.search(before)
-        blocks.append(Block(match.group("code"), i, found.group("reason") if found else None))
+        exempt, runs = EXEMPT.search(before), RUNS_AFTER.search(before)
+        blocks.append(Block(match.group("code"), i, exempt.group("reason") if exempt else None,
+                            runs.group("config") if runs else None))
     return blocks
 
 
@@ -280,22 +286,13 @@ def _same(a: object, b: object) -> bool:
     return a.shape == b.shape and int(np.abs(a.astype(np.int16) - b.astype(np.int16)).max()) <= 1
 
 
-#: the docs' python blocks that run, (file, index among its python blocks) -> the demo config whose run stands in for
-#: the reader's (its model for every Hub id the block names, its output folder for the block's ``./out-*``); every
-#: other block carries a ``<!-- snippet: not run: REASON -->`` marker (tests/test_doc_snippets.py checks both)
-DOC_RUNS = {
-    ("README.md", 0): "sana/demo.yaml",
-    ("docs/guides/sana.md", 0): "sana/demo.yaml",
-    ("docs/guides/dit.md", 0): "dit_class/demo.yaml",
-    ("docs/guides/cogvideox.md", 0): "cogvideox/demo.yaml",
-    ("docs/guides/qwenimage.md", 0): "qwenimage/demo.yaml",
-    ("docs/guides/qwenimage.md", 1): "qwenimage/edit_demo.yaml",
-    ("docs/guides/sana-video.md", 0): "sanavideo/i2v_demo.yaml",
-    ("docs/guides/ltx-2.md", 0): "ltx2/demo.yaml",
-    ("docs/guides/hunyuanvideo-1.5.md", 0): "hunyuanvideo15/demo.yaml",
-    ("docs/guides/video-llms.md", 0): "videollm/demo.yaml",
-    ("docs/guides/zimage.md", 0): "zimage/demo.yaml",
-}
+def doc_runs(root: Path) -> dict[tuple[str, int], str]:
+    """The docs' python blocks that run, (file, index among its python blocks) -> the demo config whose run stands in
+    for the reader's (its model for every Hub id the block names, its output folder for the block's ``./out-*``), as
+    each block's ``<!-- snippet: runs after: CONFIG -->`` marker says; every other block carries a ``<!-- snippet: not
+    run: REASON -->`` marker (tests/test_doc_snippets.py checks both)."""
+    return {key: block.runs_after for key, block in doc_blocks(root).items() if block.runs_after is not None}
+
 #: the call arguments that the GPU stand-in takes from the run's own card: the published sizes and step counts a
 #: guide shows (1328 x 1328, 81 frames of 720 x 1280, 50 steps) are hours on a CPU for the tiny model
 SIZES = ("height", "width", "num_frames", "frames", "num_inference_steps")
@@ -352,7 +349,7 @@ def edit_areas(code: str, card: str) -> Iterator[None]:
 
 
 def check_docs(config: str, output_dir: Path, model: Path, data: Path, tmp: Path, root: Path) -> list[str]:
-    """Run the docs' python blocks :data:`DOC_RUNS` gives ``config`` (the run of that demo config wrote
+    """Run the docs' python blocks :func:`doc_runs` gives ``config`` (the run of that demo config wrote
     ``output_dir`` from ``model`` on ``data``), as written: Hub ids served by ``model`` (:func:`hub_cache`), the block's
     ``./out-*`` folder the run's output, the sizes the card's (:func:`card_sizes`); the adapter must change the
     result (:func:`check_block`). A block that runs what an earlier one ran (:func:`what_runs`: the README's and the
@@ -360,7 +357,7 @@ def check_docs(config: str, output_dir: Path, model: Path, data: Path, tmp: Path
     checked, as ``file:index``."""
     blocks, ran, runs = doc_blocks(root), [], set()
     card = card_block(output_dir)
-    for (page, index), demo in DOC_RUNS.items():
+    for (page, index), demo in doc_runs(root).items():
         if demo != config:
             continue
         code = blocks[page, index].code
