@@ -100,7 +100,7 @@ def _training_runs_are_marked_slow(request, monkeypatch):
     if not CURRENT["slow"]:
         from dit_lora.training import run_start as run_stage
 
-        def refuse(cfg):
+        def refuse(*sections):
             pytest.fail(f"{request.node.nodeid} trains but is not marked slow: add @pytest.mark.slow", pytrace=False)
 
         monkeypatch.setattr(run_stage, "check_output_dir", refuse)

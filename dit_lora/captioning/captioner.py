@@ -44,7 +44,7 @@ def captioner_config(
     argv = ["--pretrained_model_name_or_path", model, "--mixed_precision", mixed_precision]
     argv += ["--quantize_base", quantize_base] if quantize_base else []
     if not family:  # the folder's: known before the video-LLM options (--num_frames) are read
-        found = parse_config(argv, prog="dit-lora caption", needs_data=False, infer_family=_model_family)
+        found = parse_config(argv, prog="dit-lora caption", needs_data=False, infer_family=family_for_model)
         family = found.model.family
     if family not in captioners():
         raise UserError(
@@ -55,10 +55,6 @@ def captioner_config(
     argv += ["--family", family, "--num_frames", str(num_frames)]
     cfg = parse_config(argv, prog="dit-lora caption", needs_data=False)
     return cfg
-
-
-def _model_family(common: TrainConfig) -> str:
-    return family_for_model(common.model)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from dit_lora.catalogue import entries
@@ -280,6 +281,11 @@ def _check_data_unknown(rest: list[str]) -> UserError:
     return UserError(" ".join(parts) + " `dit-lora check-data --help` lists every option it takes.")
 
 
+def _how_given(args: argparse.Namespace) -> Callable[[str], str]:
+    """How ``check-data`` was given an option, as a refusal names it: its flag, or its key in the --config YAML."""
+    return lambda name: f"--{name}" if getattr(args, name, None) is not None else f"`{name}` in {args.config}"
+
+
 def _check_data(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -310,9 +316,7 @@ def _check_data(args: argparse.Namespace) -> int:
         raise UserError(video_llm)
     # a flag of another family than the one checked: one paragraph
     cfg = TrainConfig.for_family(**values, explicit=frozenset(values))
-    check_applies(
-        cfg, lambda name: f"--{name}" if getattr(args, name, None) is not None else f"`{name}` in {args.config}"
-    )
+    check_applies(cfg.model.family, cfg.explicit, _how_given(args))
     cfg = with_data_sets(cfg)  # the command's one reading of the dataset config
     check_data_sets(cfg)  # a data folder beside a dataset config, prior preservation's options: as `train` judges
 
@@ -324,7 +328,7 @@ def _check_data(args: argparse.Namespace) -> int:
 
     # With a model: the size and cache namespace the run would use (e.g. DiT's 256 px). The data only is screened:
     # the training options are not judged, and no demo is built.
-    check_model(cfg)  # a --family of another model than the folder's: one paragraph, as `train` says it
+    check_model(cfg.model)  # a --family of another model than the folder's: one paragraph, as `train` says it
     resolved = resolve(cfg, build_demo=False, validate=False)
     cfg, spec = resolved.config, resolved.spec
     media = sets_media(cfg, spec) or spec.data.data_handler(cfg, spec)
@@ -389,13 +393,13 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
     from dit_lora.plan.report import device_memory, device_name, format_plan, parse_memory
     from dit_lora.setup.resolve import resolve
 
-    def model_family(common) -> str:  # no --family and no `family:`: the model's (its common options known)
-        _plan_demo_exists(common.model, rest)
-        return family_for_model(common.model)
+    def model_family(model: ModelOptions) -> str:  # no --family and no `family:`: the model's (its options known)
+        _plan_demo_exists(model, rest)
+        return family_for_model(model)
 
     def checked(cfg: TrainConfig) -> None:  # a demo named that does not exist yet, then the model as `train` checks it
         _plan_demo_exists(cfg.model, rest)
-        check_model(cfg)
+        check_model(cfg.model)
 
     rest = _model_argument(rest)
     # Resolved as a run resolves it (the plan judges no training option the run's own start would not: validate

@@ -11,7 +11,7 @@ from dit_lora.catalogue.defaults import config_reader
 from dit_lora.commands.doctor import ensure_environment
 from dit_lora.config.family_choice import named_family
 from dit_lora.config.parser import parse_config
-from dit_lora.config.schema import TrainConfig
+from dit_lora.config.schema import ModelOptions
 from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
 from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, is_disk_full
@@ -29,19 +29,19 @@ def choose_family(recipe: str | None = None):
     train`` (``recipe`` None) trains the model's family (:func:`~dit_lora.setup.family_inference.family_for_model`).
     """
 
-    def infer(common: TrainConfig) -> tuple[str, str]:  # common: the common options
+    def infer(model: ModelOptions) -> tuple[str, str]:  # the model's options
         if recipe is not None:
             return entry_for(recipe).default, f"the family of {entry_for(recipe).recipe_script.rsplit('/', 1)[-1]}"
-        if common.model.pretrained_model_name_or_path and not common.model.demo:
-            check_model_path(common.model)  # a file: say what it is, not "could not tell the family"
-        if not common.model.pretrained_model_name_or_path:  # e.g. `dit-lora train --help`
+        if model.pretrained_model_name_or_path and not model.demo:
+            check_model_path(model)  # a file: say what it is, not "could not tell the family"
+        if not model.pretrained_model_name_or_path:  # e.g. `dit-lora train --help`
             raise UserError(
                 "dit-lora train needs to know which model family it trains: pass --family "
                 f"({', '.join(available())}), put `family:` in the --config YAML, or name the model with "
                 "--pretrained_model_name_or_path (its config files tell the family). `dit-lora train --family "
                 "NAME --help` lists the options of that family."
             )
-        return family_for_model(common.model), "the model's family"
+        return family_for_model(model), "the model's family"
 
     return infer
 
@@ -71,20 +71,20 @@ def parse_run(argv: Sequence[str], recipe: str | None = None):
     prog = "dit-lora train" if recipe is None else entry_for(recipe).recipe_script.rsplit("/", 1)[-1]
     cfg = parse_config(argv, prog=prog, infer_family=choose_family(recipe))
     check_family(cfg.model.family, recipe)
-    check_model(cfg)
+    check_model(cfg.model)
     return cfg
 
 
-def check_model(cfg: TrainConfig) -> None:
+def check_model(model: ModelOptions) -> None:
     """Before anything is built: a file given as the model folder, a --family that trains another pipeline class
     than the model's, and --transformer_file's refusals (:mod:`.single_file`), each one paragraph. A --demo run's
     model is built later, so its folder is not judged."""
-    if not cfg.model.pretrained_model_name_or_path or cfg.model.demo:
+    if not model.pretrained_model_name_or_path or model.demo:
         return
-    check_model_path(cfg.model)
-    read = config_reader(cfg.model)
-    check_family_trains_model(cfg.model, read)
-    check_transformer_file(cfg.model, read)
+    check_model_path(model)
+    read = config_reader(model)
+    check_family_trains_model(model, read)
+    check_transformer_file(model, read)
 
 
 def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:

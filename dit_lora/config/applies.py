@@ -11,14 +11,10 @@ or a new family declaring its capabilities, needs nothing here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from dit_lora.config import families
 from dit_lora.config.schema import Applies, config_fields
 from dit_lora.core.errors import UserError
-
-if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
 
 
 def declared(family: str) -> frozenset[str]:
@@ -68,13 +64,18 @@ def refusal(name: str, tag: Applies, family: str, given: str, chosen_by: str = "
     )
 
 
-def check_applies(cfg: TrainConfig, given: Callable[[str], str] | None = None, chosen_by: str = "--family") -> None:
-    """Refuse (one paragraph) an explicitly set option (``cfg.explicit_options``) that ``cfg.family`` does not
-    read. ``given(name)`` says how it was set (``--name``, or ``name`` in a YAML path; default ``--name``)."""
-    explicit = getattr(cfg, "explicit_options", None) or frozenset()
+def check_applies(
+    family: str,
+    explicit: frozenset[str] | None,
+    given: Callable[[str], str] | None = None,
+    chosen_by: str = "--family",
+) -> None:
+    """Refuse (one paragraph) an explicitly set option (``explicit``: the run's ``cfg.explicit``) that ``family``
+    does not read. ``given(name)`` says how it was set (``--name``, or ``name`` in a YAML path; default ``--name``)."""
+    explicit = explicit or frozenset()
     tagged = [(name, tag) for name, tag in tagged_options().items() if name in explicit]
     if not tagged:
         return
     for name, tag in tagged:
-        if not applies_to(tag, cfg.model.family):
-            raise UserError(refusal(name, tag, cfg.model.family, given(name) if given else f"--{name}", chosen_by))
+        if not applies_to(tag, family):
+            raise UserError(refusal(name, tag, family, given(name) if given else f"--{name}", chosen_by))

@@ -15,7 +15,7 @@ from pathlib import Path
 from dit_lora.config import optimizers
 from dit_lora.config.data_kind import video_llm_data_message
 from dit_lora.config.dataset_config import check_data_sets
-from dit_lora.config.schema import TrainConfig, config_fields
+from dit_lora.config.schema import TrainConfig, TrainingOptions, ValidationOptions, config_fields
 from dit_lora.config.values import range_message
 from dit_lora.core.errors import UserError
 
@@ -27,7 +27,7 @@ def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:
     check_ranges(cfg)
     check_combinations(cfg, needs_data=needs_data)
     if needs_data:
-        check_optional_packages(cfg)
+        check_optional_packages(cfg.training, cfg.validation)
 
 
 def check_ranges(cfg: TrainConfig) -> None:
@@ -125,16 +125,16 @@ def check_output_name(name: str | None) -> None:
         )
 
 
-def check_optional_packages(cfg: TrainConfig) -> None:
+def check_optional_packages(training: TrainingOptions, validation: ValidationOptions) -> None:
     """Packages that only some options need (wandb, bitsandbytes, torchao), imported to prove they work here."""
-    if cfg.validation.report_to == "wandb":
+    if validation.report_to == "wandb":
         try:
             import wandb  # noqa: F401
         except ImportError:
             raise UserError(
                 "--report_to wandb needs the `wandb` package: `pip install wandb`, or use --report_to tensorboard."
             )
-    optimizers.check_packages(cfg.training)  # bitsandbytes, torchao: each optimizer's own (the optimizer table)
+    optimizers.check_packages(training)  # bitsandbytes, torchao: each optimizer's own (the optimizer table)
 
 
 def check_one_source(train_data_dir: str | os.PathLike | None, dataset_name: str | None, what: str) -> None:

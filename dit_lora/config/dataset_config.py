@@ -22,7 +22,7 @@ from dit_lora.config.dataset_file import DataSet, DatasetConfig, read_dataset_co
 from dit_lora.core.errors import UserError
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, VideoOptions
 
 #: the options naming a run's one data source: a dataset config's sets take their place
 SOURCE_KEYS = ("train_data_dir", "instance_data_dir", "dataset_name")
@@ -111,18 +111,18 @@ def with_data_sets(cfg: TrainConfig, *, standalone: bool = False) -> TrainConfig
     return dataclasses.replace(cfg, data_sets=read_dataset_config(path, video=video, standalone=standalone))
 
 
-def data_sets_of(cfg: TrainConfig) -> DatasetConfig | None:
+def data_sets_of(data: DataOptions, data_sets: DatasetConfig | None) -> DatasetConfig | None:
     """The run's dataset config as setup read it (:func:`with_data_sets`), None without one. Never read here: a run
     reads the file once, and it may change or go while the run trains."""
-    path = cfg.data.dataset_config
+    path = data.dataset_config
     if not path:
         return None
-    if cfg.data_sets is None or Path(cfg.data_sets.path) != Path(path):
+    if data_sets is None or Path(data_sets.path) != Path(path):
         raise RuntimeError(
             f"the dataset config `{path}` is read at setup (with_data_sets: the parser, check-data, resolve), "
             "not by the code that uses its sets"
         )
-    return cfg.data_sets
+    return data_sets
 
 
 def check_data_sets(cfg: TrainConfig) -> None:
@@ -144,7 +144,7 @@ def _check_prior(cfg: TrainConfig) -> None:
     """Prior preservation's options: its class folder given, one source of class images, and no class option
     given without it (it would be ignored)."""
     data = cfg.data
-    read = data_sets_of(cfg)
+    read = data_sets_of(data, cfg.data_sets)
     reg = [s.name for s in read.sets if s.is_reg] if read is not None else []
     if data.with_prior_preservation:
         if reg:
@@ -187,14 +187,14 @@ def _check_dataset_config(cfg: TrainConfig) -> None:
             "dataset config names its own folder or dataset. Move it into the dataset config as a set "
             f"(`train_data_dir: {getattr(cfg.data, beside[0][2:])}`), or drop --dataset_config / `datasets:`."
         )
-    read = data_sets_of(cfg)
+    read = data_sets_of(cfg.data, cfg.data_sets)
     assert read is not None  # a config with a dataset config holds its reading
     for i, data_set in enumerate(read.sets, 1):
         explicit = frozenset(data_set.options)
         probe = dataclasses.replace(cfg, **data_set.options, explicit=explicit)
         where = f"data set {i} of {path}"
-        check_applies(probe, lambda name: f"`{data_set.keys.get(name, name)}` in {where}")  # noqa: B023 (this set)
-        _check_frame_sizes(cfg, data_set, f"data set {i} (`{data_set.name}`) of {path}")
+        check_applies(probe.model.family, probe.explicit, lambda name: f"`{data_set.keys.get(name, name)}` in {where}")  # noqa: B023 (this set)
+        _check_frame_sizes(cfg.video, data_set, f"data set {i} (`{data_set.name}`) of {path}")
         _check_origin(cfg, data_set, f"data set {i} (`{data_set.name}`) of {path}")
 
 
@@ -217,7 +217,7 @@ def _check_origin(cfg: TrainConfig, data_set: DataSet, where: str) -> None:
 FRAME_SIZES = ("max_num_frames", "height", "width")
 
 
-def _check_frame_sizes(cfg: TrainConfig, data_set: DataSet, where: str) -> None:
+def _check_frame_sizes(video: VideoOptions, data_set: DataSet, where: str) -> None:
     """A set's own ``frame_buckets`` beside its own (or ``general``'s) sizes, or the run's --frame_buckets beside a
     set's sizes, refused: one would be ignored. The run's sizes yield to a set's own ``frame_buckets``."""
     own = [n for n in FRAME_SIZES if data_set.options.get(n) is not None]
@@ -230,9 +230,9 @@ def _check_frame_sizes(cfg: TrainConfig, data_set: DataSet, where: str) -> None:
             f"its {named} (given to the set or in `general`) would be ignored. Remove {named} from the set (or "
             "`general`), or its `frame_buckets`."
         )
-    if cfg.video.frame_buckets:
+    if video.frame_buckets:
         raise UserError(
-            f"The run's --frame_buckets {cfg.video.frame_buckets} sets every clip's frames and size, so {named} of "
+            f"The run's --frame_buckets {video.frame_buckets} sets every clip's frames and size, so {named} of "
             f"{where} would be ignored. Give the set its own `frame_buckets` (they take the place of the run's), "
             "or drop --frame_buckets from the run."
         )

@@ -28,7 +28,7 @@ from dit_lora.config.config_file import yaml_of, yaml_values
 from dit_lora.config.dataset_config import refuse_two_sources, source_by_level, source_flags, with_data_sets
 from dit_lora.config.family_choice import family_of
 from dit_lora.config.lycoris_args import network_args_values
-from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
+from dit_lora.config.schema import DEFAULT_FAMILY, ModelOptions, TrainConfig, config_fields
 from dit_lora.config.values import coerce, unknown_options_message
 from dit_lora.core.errors import UserError
 
@@ -41,14 +41,15 @@ def parse_config(
     prog: str | None = None,
     *,
     needs_data: bool = True,
-    infer_family: Callable[[TrainConfig], str | tuple[str, str]] | None = None,
+    infer_family: Callable[[ModelOptions], str | tuple[str, str]] | None = None,
 ) -> TrainConfig:
     """Parse ``--config`` YAML plus flag overrides into a validated :class:`TrainConfig`.
 
-    The family comes first: ``--family``, else the YAML's ``family:``, else ``infer_family`` (given the common
-    options, e.g. the model's family for ``dit-lora plan``; it may return ``(family, what chose it)`` for the
-    messages, e.g. a recipe script's own family), else the schema's default. The flags are then the
-    common options plus that family's; another family's flag or YAML key is refused naming its owner.
+    The family comes first: ``--family``, else the YAML's ``family:``, else ``infer_family`` (given the model's
+    options, ``cfg.model`` of the common options: e.g. the model's family for ``dit-lora plan``; it may return
+    ``(family, what chose it)`` for the messages, e.g. a recipe script's own family), else the schema's default. The
+    flags are then the common options plus that family's; another family's flag or YAML key is refused naming its
+    owner.
     ``needs_data=False`` (``dit-lora plan``) accepts a configuration without a data source. The command line and
     the YAML are each read once, the inferred family's options checked against what that one reading found.
     """
@@ -74,7 +75,7 @@ def parse_config(
     explicit = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
     options = owners.options_class(family)(**own)
     cfg: TrainConfig = TrainConfig(**common, family_options=options, explicit=explicit, notes=tuple(notes))
-    check_applies(cfg, lambda name: _given(name, argv, yaml_path), chosen_by)
+    check_applies(cfg.model.family, cfg.explicit, lambda name: _given(name, argv, yaml_path), chosen_by)
     check_type_options(cfg, lambda name: _given(name, argv, yaml_path))
     # a --dataset_config file, not the --config YAML's own `datasets:` list: a run option at its top is refused
     standalone = not yaml_path or Path(cfg.data.dataset_config or "") != Path(yaml_path)
@@ -89,9 +90,9 @@ def _parse_inferring(
     data: dict | None,
     prog: str | None,
     needs_data: bool,
-    infer_family: Callable[[TrainConfig], str | tuple[str, str]],
+    infer_family: Callable[[ModelOptions], str | tuple[str, str]],
 ) -> tuple[str, str, dict]:
-    """(family, what chose it, the options set) when ``infer_family`` picks the family from the common options.
+    """(family, what chose it, the options set) when ``infer_family`` picks the family from the model's options.
 
     One reading of ``argv`` knows every family's flags: the common options decide the family, then the flags and
     YAML keys of the others are checked against that family's options, as a parse for it would have.
@@ -111,7 +112,7 @@ def _parse_inferring(
     if not asks_help:  # the help comes first, once the family is known
         validate_static(preliminary, needs_data=needs_data)
     try:
-        inferred = infer_family(preliminary)
+        inferred = infer_family(preliminary.model)
     except UserError:
         if asks_help:  # no family to be had (no model named): the common options and how to see a family's
             print_common_help(prog)

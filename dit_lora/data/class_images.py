@@ -26,7 +26,7 @@ from dit_lora.core.progress import Progress
 from dit_lora.data.sources import folder_image_keys
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, PerformanceOptions, TrainConfig
     from dit_lora.contract.spec import FamilySpec
 
 #: a generated class image's file name
@@ -47,10 +47,9 @@ def users_first(samples: list) -> list:
     return sorted(samples, key=lambda s: is_generated(s.key))
 
 
-def missing(cfg: TrainConfig) -> list[int]:
+def missing(data: DataOptions) -> list[int]:
     """The numbers of the generated class images still to make (none without --with_prior_preservation): the user's
     own images in --class_data_dir count first, then the generated ones present."""
-    data = cfg.data
     if not data.with_prior_preservation or not data.class_data_dir:
         return []
     folder = Path(data.class_data_dir)
@@ -59,20 +58,20 @@ def missing(cfg: TrainConfig) -> list[int]:
     return [i for i in range(max(0, wanted)) if not (folder / GENERATED.format(i)).exists()]
 
 
-def check(cfg: TrainConfig, spec: FamilySpec) -> None:
+def check(data: DataOptions, performance: PerformanceOptions, spec: FamilySpec) -> None:
     """Refuse, before anything loads, class images that must be generated and cannot be: no --class_prompt, a video
     family, no sampler, or blocks swapped out of the device (the whole model must be there to sample)."""
-    todo = missing(cfg)
+    todo = missing(data)
     if not todo:
         return
-    data, why = cfg.data, None
+    why = None
     if not data.class_prompt:
         why = "there is no --class_prompt to make them from"
     elif spec.video_frames is not None:
         why = f"`{spec.name}` trains clips, and dit-lora generates class images only for the image families"
     elif spec.samples is None:
         why = f"`{spec.name}` has no sampler"
-    elif cfg.performance.blocks_to_swap:
+    elif performance.blocks_to_swap:
         why = "--blocks_to_swap keeps blocks off the device, and sampling needs the whole model there"
     elif decide_engine().name == "fsdp2":
         why = "under FSDP2 the blocks wait in host memory until they are sharded; generate them in a one-process run"
@@ -90,7 +89,7 @@ def check(cfg: TrainConfig, spec: FamilySpec) -> None:
 def generate(cfg: TrainConfig, spec: FamilySpec, comps: Any, accelerator, log: Callable[[str], Any]) -> None:
     """Make the missing class images (:func:`missing`, decided by the main process) with the run's base model, each
     process its share of the seeded batches; a failure on one stops every process (one paragraph)."""
-    todo = main_process_check(accelerator, lambda: missing(cfg), what="counting class images", share_result=True)
+    todo = main_process_check(accelerator, lambda: missing(cfg.data), what="counting class images", share_result=True)
     if not todo:
         return
     folder = Path(cfg.data.class_data_dir or "")

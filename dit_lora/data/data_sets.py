@@ -37,7 +37,7 @@ from dit_lora.data.held_out import folder_config, handler_for_source
 from dit_lora.data.kohya import plural
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig
     from dit_lora.contract.capabilities import VideoFrames
     from dit_lora.contract.spec import FamilySpec
 
@@ -55,7 +55,7 @@ def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
     (``is_reg``) never take the run's --instance_prompt (the instance's caption on a generic image would teach the
     identifier to the class). An option another trainer's file only implies (its default, :func:`yielded`) yields
     to the run's explicit one."""
-    kept = yielded(cfg, data_set)
+    kept = yielded(cfg.is_set, data_set)
     values = {
         "train_data_dir": None,
         "dataset_name": None,
@@ -69,10 +69,11 @@ def set_config(cfg: TrainConfig, data_set: DataSet) -> TrainConfig:
     return dataclasses.replace(cfg, **values, explicit=explicit)
 
 
-def yielded(cfg: TrainConfig, data_set: DataSet) -> dict[str, str]:
+def yielded(is_set: Callable[[str], bool], data_set: DataSet) -> dict[str, str]:
     """The options of ``data_set`` that another trainer's file only implies (its default, never written) and the run
-    gives explicitly (a flag or a --config key), each with the words of that default: the run's take their place."""
-    return {n: words for n, words in data_set.derived.implied.items() if cfg.is_set(n)}
+    gives explicitly (a flag or a --config key: ``is_set``, the run's ``cfg.is_set``), each with the words of that
+    default: the run's take their place."""
+    return {n: words for n, words in data_set.derived.implied.items() if is_set(n)}
 
 
 #: the words a set option takes as its value (its choices), which a message names after it
@@ -82,10 +83,10 @@ _SET_CHOICES = {f.name: tuple(f.metadata["choices"]) for f in config_fields() if
 CLASS_SET = "class"
 
 
-def has_sets(cfg: TrainConfig) -> bool:
+def has_sets(data: DataOptions) -> bool:
     """Whether the run reads its data as sets: a dataset config, prior preservation's class images, or --repeats
     (its data one set listed that many times)."""
-    return bool(cfg.data.dataset_config or cfg.data.with_prior_preservation or cfg.data.repeats > 1)
+    return bool(data.dataset_config or data.with_prior_preservation or data.repeats > 1)
 
 
 def run_sets(cfg: TrainConfig, *, frames: VideoFrames | None = None) -> tuple[list[DataSet], str | None]:
@@ -95,7 +96,7 @@ def run_sets(cfg: TrainConfig, *, frames: VideoFrames | None = None) -> tuple[li
     first --num_class_images images). ``frames``: the video family's clip buckets, which fit another trainer's sizes
     to its rules (:func:`fit_to_family`)."""
     note = None
-    read = data_sets_of(cfg)
+    read = data_sets_of(cfg.data, cfg.data_sets)
     if read is not None:
         sets, note = list(read.sets), read.note
         sets = [fit_to_family(cfg, s, frames) for s in sets] if frames is not None else sets
@@ -160,7 +161,7 @@ def set_configs(cfg: TrainConfig, *, frames: VideoFrames | None = None) -> list[
     (the memory plan plans every set's; ``frames``: a video family's, :func:`run_sets`). With class images a
     micro-batch holds as many of them as of its own images, which the plan counts as a batch twice the size (two
     forwards keep their activations for one backward)."""
-    if not has_sets(cfg):
+    if not has_sets(cfg.data):
         return [cfg]
     sets, _ = run_sets(cfg, frames=frames)
     configs = [set_config(cfg, s) for s in sets]
@@ -318,7 +319,7 @@ class SetsMedia:
     """A :class:`~dit_lora.data.prepared_data.MediaHandler` over several sets, one family handler each (see the module)."""
 
     def __init__(self, cfg: TrainConfig, spec: FamilySpec, make: Callable[[TrainConfig], Any] | None = None) -> None:
-        assert has_sets(cfg), "SetsMedia reads --dataset_config or --with_prior_preservation's class images"
+        assert has_sets(cfg.data), "SetsMedia reads --dataset_config or --with_prior_preservation's class images"
         self.cfg, self.spec = cfg, spec
         self.sets, self.note = run_sets(cfg, frames=spec.video_frames)
         self.class_listed = 0  # the class images --class_data_dir holds (list_samples counts them)
@@ -357,7 +358,7 @@ class SetsMedia:
         run_sizes = [f"--{n}" for n in FRAME_SIZES if getattr(self.cfg.video, n) is not None]
         if s.options.get("frame_buckets") and run_sizes:
             extras.append(f"its own frame buckets in place of the run's {'/'.join(run_sizes)}")
-        for name, words in yielded(self.cfg, s).items():
+        for name, words in yielded(self.cfg.is_set, s).items():
             extras.append(f"the run's --{name} {self.cfg.option(name)} in place of {words}")
         fitted = fitted_line(s)
         extras += [fitted] if fitted else []
@@ -531,4 +532,4 @@ class _SetsDataset(torch.utils.data.Dataset):
 
 def sets_media(cfg: TrainConfig, spec: FamilySpec) -> SetsMedia | None:
     """The run's :class:`SetsMedia` when it reads sets (a dataset config, or class images), else None."""
-    return SetsMedia(cfg, spec) if has_sets(cfg) else None
+    return SetsMedia(cfg, spec) if has_sets(cfg.data) else None

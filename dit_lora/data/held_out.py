@@ -32,7 +32,7 @@ from dit_lora.data.caption_files import refuse_unreadable_captions
 from dit_lora.data.kohya import copy_of
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, TrainingOptions
 
 #: below this many held-out samples the run says that their mean loss is a noisy figure
 FEW_HELD_OUT = 5
@@ -93,16 +93,16 @@ def choose(
     """(training samples, held-out samples) from the screened ``samples`` and the run's held-out source; without
     one, (``samples``, []). The held-out folder's unusable samples join ``quarantine`` marked with their source."""
     if cfg.data.validation_split is not None:
-        return _split(samples, cfg, log)
+        return _split(samples, cfg.data, cfg.training, log)
     if cfg.data.validation_data_dir:
         return samples, _folder(media, cfg, log, quarantine)
     return samples, []
 
 
-def _split(samples: list, cfg: TrainConfig, log: Callable[[str], Any]) -> tuple[list, list]:
-    fraction = cfg.data.validation_split
+def _split(samples: list, data: DataOptions, training: TrainingOptions, log: Callable[[str], Any]) -> tuple[list, list]:
+    fraction = data.validation_split
     assert fraction is not None  # choose() splits only when --validation_split is given
-    flags = split_flags(samples, fraction, cfg.training.seed)
+    flags = split_flags(samples, fraction, training.seed)
     files = len(set(copy_of(samples)))
     held = first_copies([s for s, f in zip(samples, flags) if f])
     train = [s for s, f in zip(samples, flags) if not f]
@@ -122,14 +122,14 @@ def _split(samples: list, cfg: TrainConfig, log: Callable[[str], Any]) -> tuple[
         )
     log(
         f"validation loss: {len(held)} of {files} usable sample(s) held out (--validation_split {fraction:g}, chosen "
-        f"by --seed {cfg.training.seed} and their names; kohya copies count once), never trained on; {train_files} train"
+        f"by --seed {training.seed} and their names; kohya copies count once), never trained on; {train_files} train"
         + _few(len(held))
     )
     return train, held
 
 
 def _folder(media, cfg: TrainConfig, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:
-    handler, where = handler_for_source(media, folder_config(cfg)), _where(cfg)
+    handler, where = handler_for_source(media, folder_config(cfg)), _where(cfg.data)
     own: list[dict[str, Any]] = []
     with _naming_the_folder(where):
         listed = first_copies(handler.list_samples())
@@ -164,7 +164,7 @@ def check(media, cfg: TrainConfig, samples: list, *, log: Callable[[str], Any], 
         return False
     if not cfg.data.validation_data_dir:
         return False
-    handler, where = handler_for_source(media, folder_config(cfg)), _where(cfg)
+    handler, where = handler_for_source(media, folder_config(cfg)), _where(cfg.data)
     log(f"held-out data of the validation loss ({where}):")
     with _naming_the_folder(where):
         rows, usable, note = handler.check(first_copies(handler.list_samples()), log=log)
@@ -175,11 +175,11 @@ def check(media, cfg: TrainConfig, samples: list, *, log: Callable[[str], Any], 
     return preflight.has_blocking(rows) or not usable
 
 
-def check_options(cfg: TrainConfig) -> None:
+def check_options(data: DataOptions) -> None:
     """A --validation_data_dir that does not exist, for a run reading its training data from a folder or file: one
     paragraph before anything loads (the listing would say it only after the model)."""
-    folder = cfg.data.validation_data_dir
-    if folder and not cfg.data.dataset_name and not os.path.exists(folder):
+    folder = data.validation_data_dir
+    if folder and not data.dataset_name and not os.path.exists(folder):
         raise UserError(
             f"--validation_data_dir {folder!r} does not exist. Pass the folder (or annotation file) of the held-out "
             "samples, laid out as the training data is, or hold out a share of the training data with "
@@ -187,8 +187,8 @@ def check_options(cfg: TrainConfig) -> None:
         )
 
 
-def _where(cfg: TrainConfig) -> str:
-    return f"--validation_data_dir `{cfg.data.validation_data_dir}`"
+def _where(data: DataOptions) -> str:
+    return f"--validation_data_dir `{data.validation_data_dir}`"
 
 
 @contextlib.contextmanager

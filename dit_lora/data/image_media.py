@@ -261,7 +261,7 @@ def check_image_buckets(spec: FamilySpec, cfg: TrainConfig) -> None:
     """A bad ``--aspect_buckets`` ends an image family's run before anything loads, in one paragraph (a family
     without ``image_buckets``, e.g. a video one, ignores the flag); so does a dataset config the family cannot
     train, or a set's own bad ``aspect_buckets``."""
-    class_images.check(cfg, spec)  # class images that must be generated and cannot be
+    class_images.check(cfg.data, cfg.performance, spec)  # class images that must be generated and cannot be
     media = sets_media(cfg, spec)  # reads the dataset config and refuses a family that cannot train sets
     for config in media.configs if media is not None else [cfg]:
         if spec.image_buckets is not None:

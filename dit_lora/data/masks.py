@@ -47,7 +47,7 @@ from dit_lora.data.transforms import Resolution, fit_to_bucket
 from dit_lora.modeling.masked_loss import MASK_KEY
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions
 
 #: the metadata (and dataset) column naming a sample's mask, unless ``--mask_column`` names another
 MASK_COLUMN = "mask"
@@ -347,17 +347,17 @@ def check_mask(sample: RawSample, *, unmasked_weight: float = 0.0, max_pixels: i
     return found
 
 
-def check_options(cfg: TrainConfig) -> None:
+def check_options(data: DataOptions, explicit: frozenset[str] | None) -> None:
     """``--unmasked_weight``, ``--normalize_masked_area_loss`` or ``--mask_column`` without ``--masked_loss`` would
-    do nothing: one paragraph, before anything loads."""
-    explicit = getattr(cfg, "explicit_options", None) or frozenset()
+    do nothing: one paragraph, before anything loads (``explicit``: the options the user set, ``cfg.explicit``)."""
+    explicit = explicit or frozenset()
     given = [name for name in ("unmasked_weight", "normalize_masked_area_loss", "mask_column") if name in explicit]
-    if given and not cfg.data.masked_loss:
+    if given and not data.masked_loss:
         flags = " and ".join(f"--{name}" for name in given)
         raise UserError(
             f"{flags} shape{'s' if len(given) == 1 else ''} the masked loss, but --masked_loss is off, so "
             f"{'it' if len(given) == 1 else 'they'} would be ignored. Pass --masked_loss true (each image then needs a "
-            f"mask: `<name>_mask.png` beside it or the `{cfg.data.mask_column}` metadata column), or remove {flags}."
+            f"mask: `<name>_mask.png` beside it or the `{data.mask_column}` metadata column), or remove {flags}."
         )
 
 

@@ -35,7 +35,7 @@ from dit_lora.data.kohya import copy_of
 from dit_lora.output.names import QUARANTINE_FILE
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig
 from dit_lora.data.prepare_cache import cached_data
 from dit_lora.data.prepared_data import LeftOut, PreparedData, write_quarantine
 
@@ -69,14 +69,12 @@ def _log(accelerator, msg: str) -> None:
         say(msg)  # above the caching bar, if one is drawn
 
 
-def _source(cfg: TrainConfig) -> str:
+def _source(data: DataOptions) -> str:
     """The run's data source, as a paragraph names it (``--train_data_dir `data```)."""
-    if cfg.data.dataset_config:
-        return f"--dataset_config `{cfg.data.dataset_config}`"
+    if data.dataset_config:
+        return f"--dataset_config `{data.dataset_config}`"
     return (
-        f"--train_data_dir `{cfg.data.train_data_dir}`"
-        if cfg.data.train_data_dir
-        else f"--dataset_name `{cfg.data.dataset_name}`"
+        f"--train_data_dir `{data.train_data_dir}`" if data.train_data_dir else f"--dataset_name `{data.dataset_name}`"
     )
 
 
@@ -86,7 +84,7 @@ def _screened_samples(cfg: TrainConfig, media, accelerator, log) -> tuple[list, 
     On a refusal (too many bad samples, no held-out sample) the list of left-out samples is written first."""
     samples = media.list_samples()
     # every caption file that is not UTF-8 in one paragraph (check-data shows each as a row instead)
-    refuse_unreadable_captions(samples, _source(cfg))
+    refuse_unreadable_captions(samples, _source(cfg.data))
     total = len(set(copy_of(samples)))
     counted = "training samples" if total == len(samples) else "training files (their repeats are not counted)"
     left_out = LeftOut(
@@ -159,7 +157,11 @@ def prepare_data(cfg: TrainConfig, spec: FamilySpec, comps, accelerator, media=N
     if cfg.data.caption_dropout_probability > 0:
         log(caption_dropout.start_line(cfg.data.caption_dropout_probability))
     if cfg.data.cache_latents and media.cacheable:
-        return _paired(cached_data(cfg, spec, media, comps, samples, held, left_out, accelerator, log))
+        return _paired(
+            cached_data(
+                cfg.data, cfg.training.output_dir, spec, media, comps, samples, held, left_out, accelerator, log
+            )
+        )
     write_quarantine(cfg.training.output_dir, accelerator, left_out.entries)
     world = accelerator.num_processes
     return _paired(

@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -31,9 +30,6 @@ from dit_lora.data.cache import (
 )
 from dit_lora.data.data_sets import SetsMedia
 from dit_lora.data.kohya import copy_of
-
-if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
 from dit_lora.data.prepared_data import LeftOut, PreparedData, write_quarantine
 
 
@@ -104,10 +100,10 @@ def _sample_encoder(encoders, comps) -> Callable[[list], dict[str, torch.Tensor]
     return None if encode is None else lambda chosen: encode(comps, chosen)
 
 
-def _checked_cache_files(cfg: TrainConfig, media, comps, samples: list, training: int, accelerator, log):
+def _checked_cache_files(data: DataOptions, media, comps, samples: list, training: int, accelerator, log):
     """Stage 3a: each sample's cache file, its bad existing entries deleted; returns (cache folder, files,
     ``{index: problem}`` of the bad entries, indices still to encode). Indices >= ``training`` are held out."""
-    root = cache_root_for(cfg.data)
+    root = cache_root_for(data)
     if isinstance(media, SetsMedia):  # each set's entries in its own namespace
         folder, files = media.cache_files(root, comps, samples)
     else:
@@ -129,7 +125,7 @@ def _checked_cache_files(cfg: TrainConfig, media, comps, samples: list, training
 
 
 def _encode_missing(
-    cfg: TrainConfig, media, encoders, comps, samples: list, files: list[Path], missing: list[int], accelerator
+    data: DataOptions, media, encoders, comps, samples: list, files: list[Path], missing: list[int], accelerator
 ):
     """Stage 3b: encode the missing cache entries, each rank its share; returns ``{index: reason}`` of the
     samples that could not be encoded finitely, over all ranks."""
@@ -147,7 +143,7 @@ def _encode_missing(
             encode_images=lambda px: encoders.encode_images(comps, px),
             encode_prompts=lambda caps: encoders.encode_prompts(comps, caps),
             load_pixels=media.pixel_loader(samples),
-            random_flip=cfg.data.random_flip,
+            random_flip=data.random_flip,
             batch_size=media.encode_batch_size,
             rank=rank,
             log=say,
@@ -174,17 +170,28 @@ def _list_failures(failed: dict[int, str], invalid: dict[int, str], samples: lis
         left_out.entries.append({"key": samples[i].key, "reason": reason, **repeats, **source})
 
 
-def cached_data(cfg: TrainConfig, spec, media, comps, samples: list, held: list, left_out: LeftOut, accelerator, log):
+def cached_data(
+    data: DataOptions,
+    output_dir: str,
+    spec,
+    media,
+    comps,
+    samples: list,
+    held: list,
+    left_out: LeftOut,
+    accelerator,
+    log,
+):
     """Stage 3: cache the training and held-out samples together (each file once) and return the cached data."""
     encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
     training, samples = len(samples), samples + held  # cached together, each file once: indices >= training held out
-    folder, files, invalid, missing = _checked_cache_files(cfg, media, comps, samples, training, accelerator, log)
-    failed = _encode_missing(cfg, media, encoders, comps, samples, files, missing, accelerator)
+    folder, files, invalid, missing = _checked_cache_files(data, media, comps, samples, training, accelerator, log)
+    failed = _encode_missing(data, media, encoders, comps, samples, files, missing, accelerator)
     _list_failures(failed, invalid, samples, training, left_out)
     keep = [i for i in range(len(files)) if i not in failed]
     if failed:
         log(f"{len(failed)} sample(s) could not be encoded finitely and are left out (see {left_out.path})")
-    write_quarantine(cfg.training.output_dir, accelerator, left_out.entries)
+    write_quarantine(output_dir, accelerator, left_out.entries)
     left_out.stop_if_too_many()
     held_keep, keep = [i for i in keep if i >= training], [i for i in keep if i < training]
     if not keep:
@@ -197,7 +204,7 @@ def cached_data(cfg: TrainConfig, spec, media, comps, samples: list, held: list,
     kept = [samples[i] for i in keep]
     # Encoded now, while the text encoder is loaded (the family releases it after the data is built).
     empty = caption_dropout.cached_empty_prompt(
-        cfg.data.caption_dropout_probability,
+        data.caption_dropout_probability,
         folder,
         lambda caps: encoders.encode_prompts(comps, caps),
         accelerator,

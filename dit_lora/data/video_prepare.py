@@ -63,7 +63,7 @@ from dit_lora.data.video import (
 from dit_lora.data.video_sources import load_video_samples
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import TrainConfig, VideoOptions
 
 __all__ = [
     "VideoMedia",
@@ -250,9 +250,9 @@ def _placed_clips(videos, feature, dataset_name: str, column: str, clip_folder) 
     return placed
 
 
-def frame_start(cfg: TrainConfig) -> FrameStart:
+def frame_start(video: VideoOptions) -> FrameStart:
     """``--frame_sampling`` as the decoders type it (the parser has already refused any other value)."""
-    return cast(FrameStart, cfg.video.frame_sampling)
+    return cast(FrameStart, video.frame_sampling)
 
 
 def video_namespace_identity(cfg: TrainConfig, spec: FamilySpec, comps=None) -> dict[str, Any]:
@@ -488,7 +488,7 @@ class VideoMedia:
         rows, usable = preflight.check_video_samples(
             samples,
             buckets=self.buckets,
-            frame_sampling=frame_start(self.cfg),
+            frame_sampling=frame_start(self.cfg.video),
             frames_flag=self.frames_flag,
             require_captions=self.requires_captions,
             image_buckets=stills,
@@ -508,13 +508,13 @@ class VideoMedia:
         def load(i: int) -> torch.Tensor:
             frames, height, width = samples[i].bucket
             return decode_clip(
-                samples[i].path, frames, height, width, start=frame_start(self.cfg), max_pixels=max_pixels
+                samples[i].path, frames, height, width, start=frame_start(self.cfg.video), max_pixels=max_pixels
             )
 
         return load
 
     def raw_dataset(self, samples: list):
-        return RawVideoDataset(samples, frame_start(self.cfg), max_pixels=self.max_pixels)
+        return RawVideoDataset(samples, frame_start(self.cfg.video), max_pixels=self.max_pixels)
 
     def groups(self, samples: list, *, world_size: int = 1, log: Callable[[str], Any] = print) -> list[int] | None:
         """Bucket index of every clip (batches never mix buckets), or None with a single bucket."""

@@ -105,4 +105,4 @@ class MaskedCaptionFlowLoss(DiffusionLoss):
             pred = self.predict(model, noisy, drawn.timesteps, embeds, mask)
         weighting = loss_weighting(options.weighting_scheme, drawn.sigmas)
         # --masked_loss: per latent pixel (the transformer patches inside)
-        return weighted_or_masked_mse(pred, self.target(latents, drawn.noise), weighting, batch, cfg)
+        return weighted_or_masked_mse(pred, self.target(latents, drawn.noise), weighting, batch, cfg.data)

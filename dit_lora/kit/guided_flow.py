@@ -107,7 +107,7 @@ class GuidedFlowLoss(ABC):
         pred = self.predict(model, noisy_latents(latents, noise, sigmas), sigmas, guidance, batch)
         weighting = loss_weighting(options.weighting_scheme, sigmas)
         # --masked_loss: per cell of the latent grid (the mask is cached at the latents' size)
-        return weighted_or_masked_mse(pred, velocity_target(latents, noise), weighting, batch, cfg)
+        return weighted_or_masked_mse(pred, velocity_target(latents, noise), weighting, batch, cfg.data)
 
 
 class GuidedFlowPlan:

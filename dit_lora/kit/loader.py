@@ -337,7 +337,7 @@ def load_frozen_transformer(parts: PipelineParts, cfg: TrainConfig, subfolder: s
                 variant=cfg.model.variant,
                 use_safetensors=True,  # never a pickle
                 **dtype_kwarg("diffusers", cfg.weight_dtype),
-                **quantize.diffusers_kwargs(cfg),
+                **quantize.diffusers_kwargs(cfg.model, cfg.weight_dtype),
             )
     except (OSError, ValueError, ImportError) as err:
         raise load_error(parts.kind, cfg.model, err) from None
@@ -376,7 +376,7 @@ def read_parts(model: DiffusionModel, parts: PipelineParts, cfg: TrainConfig) ->
                     subfolder,
                     **dtype_kwarg("diffusers", dtype),
                     variant=cfg.model.variant,
-                    **quantize.diffusers_kwargs(cfg),
+                    **quantize.diffusers_kwargs(cfg.model, cfg.weight_dtype),
                     **common,
                 )
         vae_dtype = torch.float32 if parts.vae_dtype == "fp32" else dtype
@@ -391,7 +391,7 @@ def read_parts(model: DiffusionModel, parts: PipelineParts, cfg: TrainConfig) ->
                 path,
                 subfolder=encoder.subfolder,
                 **dtype_kwarg("transformers", dtype),
-                **(quantize.text_encoder_kwargs(cfg) if encoder.quantized else {}),
+                **(quantize.text_encoder_kwargs(cfg.model, cfg.weight_dtype) if encoder.quantized else {}),
                 **common,
             )
             if encoder.tokenizer is not None:

@@ -70,7 +70,7 @@ from torch import nn
 from dit_lora.core.errors import UserError
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import PerformanceOptions
 
 #: saved tensors smaller than this stay on the device (torchtune's ``min_offload_size``): copying them costs more
 #: than they hold
@@ -123,13 +123,13 @@ def non_overlapping(tensor: torch.Tensor) -> bool:
     return True
 
 
-def check_config(cfg: TrainConfig) -> None:
+def check_config(performance: PerformanceOptions) -> None:
     """Refuse, before anything loads, what ``--activation_offloading`` cannot run with (one paragraph each)."""
-    if not cfg.performance.activation_offloading:
+    if not performance.activation_offloading:
         return
-    if cfg.performance.compile != "off":
+    if performance.compile != "off":
         raise UserError(
-            f"--activation_offloading cannot run with --compile {cfg.performance.compile}: it works through autograd's "
+            f"--activation_offloading cannot run with --compile {performance.compile}: it works through autograd's "
             "saved-tensor hooks around the model's forward, which torch.compile's graphs do not call per tensor. "
             "Use --compile off with --activation_offloading, or drop --activation_offloading."
         )

@@ -86,7 +86,7 @@ from dit_lora.modeling.host_parking import frozen_slots, park_block
 from dit_lora.modeling.swap_hooks import INSTALLED_ATTRIBUTE, BlockSwap
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import ModelOptions, PerformanceOptions
 
 #: --quantize_base choices whose weights a pointer change cannot move (bitsandbytes keeps the quantization state
 #: beside the tensor, torchao's fp8 weights are tensor subclasses)
@@ -159,11 +159,13 @@ def swap_bytes(model: nn.Module, paths: Sequence[str], count: int) -> tuple[int,
     return sum(sizes), max(sizes, default=0)
 
 
-def check_config(cfg: TrainConfig, family: str, paths: Sequence[str], depth: int | None) -> None:
+def check_config(
+    performance: PerformanceOptions, model: ModelOptions, family: str, paths: Sequence[str], depth: int | None
+) -> None:
     """Refuse, before anything loads, a ``--blocks_to_swap`` this run cannot take (one paragraph each): a family
     without a block list, ``--compile``, a library-quantized base, more blocks than the model has (``depth``, when
     its config says; else checked when the blocks are found)."""
-    count = int(cfg.performance.blocks_to_swap)
+    count = int(performance.blocks_to_swap)
     if count <= 0:
         return
     if not paths:
@@ -172,15 +174,15 @@ def check_config(cfg: TrainConfig, family: str, paths: Sequence[str], depth: int
             "(FamilyInfo.block_lists), so there are no blocks to swap. Train without --blocks_to_swap; to save memory, "
             "keep --gradient_checkpointing on or lower --train_batch_size (`dit-lora plan` says what fits)."
         )
-    if cfg.performance.compile != "off":
+    if performance.compile != "off":
         raise UserError(
-            f"--blocks_to_swap {count} cannot run with --compile {cfg.performance.compile}: the swap moves each block's weights "
+            f"--blocks_to_swap {count} cannot run with --compile {performance.compile}: the swap moves each block's weights "
             "in hooks around the block and in autograd's saved-tensor hooks, which a compiled block would trace. "
             "Use --compile off with --blocks_to_swap, or drop --blocks_to_swap."
         )
-    if cfg.model.quantize_base in LIBRARY_QUANTIZED:
+    if model.quantize_base in LIBRARY_QUANTIZED:
         raise UserError(
-            f"--blocks_to_swap {count} cannot swap a --quantize_base {cfg.model.quantize_base} model: bitsandbytes keeps "
+            f"--blocks_to_swap {count} cannot swap a --quantize_base {model.quantize_base} model: bitsandbytes keeps "
             "its quantization state beside each weight and torchao's fp8 weights are tensor subclasses, which the "
             "swap's pointer changes cannot move. Use one of the two: the swap with the unquantized base (or "
             "--quantize_base fp8_scaled, whose plain buffers swap), or the quantized base without --blocks_to_swap."

@@ -37,17 +37,17 @@ from dit_lora.core.engine import decide_engine
 from dit_lora.modeling import block_swap, host_parking
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, ModelOptions, TrainConfig
 
 
-def run_caches(cfg: TrainConfig) -> bool:
+def run_caches(data: DataOptions) -> bool:
     """Whether this run has a caching phase for the blocks to wait through (the base aside: :func:`waits_for_cache`)."""
-    return bool(cfg.data.cache_latents)
+    return bool(data.cache_latents)
 
 
-def waits_for_cache(cfg: TrainConfig) -> bool:
+def waits_for_cache(data: DataOptions, model: ModelOptions) -> bool:
     """Whether this run's blocks wait in host memory while the cache is built (module docstring, "When not")."""
-    return run_caches(cfg) and cfg.model.quantize_base not in block_swap.LIBRARY_QUANTIZED
+    return run_caches(data) and model.quantize_base not in block_swap.LIBRARY_QUANTIZED
 
 
 def park_for_load(
@@ -58,7 +58,7 @@ def park_for_load(
     the family's own say), the other blocks of ``paths`` too, until :func:`bring_waiting`. Returns the blocks
     parked."""
     parked = block_swap.park_blocks(model, paths, cfg.performance.blocks_to_swap, device)
-    if not (wait and waits_for_cache(cfg)) or decide_engine().name == "fsdp2":
+    if not (wait and waits_for_cache(cfg.data, cfg.model)) or decide_engine().name == "fsdp2":
         return parked
     swapped = _swapped_ids(model, paths, int(cfg.performance.blocks_to_swap))
     waiting = [block for blocks in block_swap.block_lists(model, paths) for block in blocks if id(block) not in swapped]

@@ -30,7 +30,7 @@ import torch
 from dit_lora.modeling.flow_matching import weighted_mse
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions
 
 #: the batch's (and the latent cache's) name of the latent-grid mask
 MASK_KEY = "loss_mask"
@@ -41,13 +41,13 @@ _MIN_MEAN = 1e-6
 __all__ = ["MASK_KEY", "mask_weights", "masked_mse", "weighted_or_masked_mse"]
 
 
-def mask_weights(batch: dict[str, Any], cfg: TrainConfig) -> torch.Tensor | None:
+def mask_weights(batch: dict[str, Any], data: DataOptions) -> torch.Tensor | None:
     """The per-latent-pixel weights of a batch, ``max(mask, --unmasked_weight)`` as float32 ``(B, 1, h, w)``, or
     None when the batch has no mask (``--masked_loss`` off)."""
     mask = batch.get(MASK_KEY)
     if mask is None:
         return None
-    return mask.float().clamp(min=float(cfg.data.unmasked_weight), max=1.0)
+    return mask.float().clamp(min=float(data.unmasked_weight), max=1.0)
 
 
 def masked_mse(
@@ -79,16 +79,16 @@ def weighted_or_masked_mse(
     target: torch.Tensor,
     weighting: torch.Tensor | None,
     batch: dict[str, Any],
-    cfg: TrainConfig,
+    data: DataOptions,
     pack: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """A diffusion family's loss: :func:`~dit_lora.modeling.flow_matching.weighted_mse` (``weighting`` None: the
     plain mean of the squared error, as DiT and Z-Image train), or with a mask in the batch (``--masked_loss``)
     :func:`masked_mse` with its weights (``pack``: laid out as the family packs its latents)."""
-    weights = mask_weights(batch, cfg)
+    weights = mask_weights(batch, data)
     if weights is None:
         if weighting is None:
             return ((pred.float() - target.float()) ** 2).mean()
         return weighted_mse(pred, target, weighting)
     weights = weights if pack is None else pack(weights)
-    return masked_mse(pred, target, weights, weighting, normalize=cfg.data.normalize_masked_area_loss)
+    return masked_mse(pred, target, weights, weighting, normalize=data.normalize_masked_area_loss)

@@ -42,7 +42,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.modeling import fp8_scaled
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import LoraOptions, TrainingOptions
 
 SCHEMES = ("none", "nf4", "int8", "fp8", "fp8_scaled")
 #: bitsandbytes' nf4 block size: one fp32 absmax per 64 weights (no double quantization)
@@ -148,10 +148,10 @@ def runnable_schemes(device_type: str) -> set[str]:
     return runs
 
 
-def check_config(cfg: TrainConfig, device_type: str, family=None) -> None:
+def check_config(model: ModelOptions, training: TrainingOptions, device_type: str, family=None) -> None:
     """Refuse a --quantize_base or --quantize_text_encoder request that cannot run, before anything loads."""
-    check_text_encoder(cfg, family)
-    scheme = cfg.model.quantize_base
+    check_text_encoder(model, family)
+    scheme = model.quantize_base
     if scheme in (None, "none"):
         return
     if scheme not in SCHEMES:
@@ -175,7 +175,7 @@ def check_config(cfg: TrainConfig, device_type: str, family=None) -> None:
                 "(`pip install -e . -c constraints.txt`), or use --quantize_base nf4, or train without --quantize_base."
             )
         return
-    if cfg.training.allow_fp16 or cfg.training.mixed_precision == "fp16":
+    if training.allow_fp16 or training.mixed_precision == "fp16":
         raise QuantizeError(
             "--quantize_base fp8 was combined with fp16 (--allow_fp16 / --mixed_precision fp16): fp8 weights "
             "dequantize into the compute dtype, and fp16's range turns their large values into Inf. Drop "
@@ -190,9 +190,9 @@ def check_config(cfg: TrainConfig, device_type: str, family=None) -> None:
         )
 
 
-def check_text_encoder(cfg: TrainConfig, family=None) -> None:
+def check_text_encoder(model: ModelOptions, family=None) -> None:
     """Refuse --quantize_text_encoder for a family without a text encoder, or without bitsandbytes."""
-    if not cfg.model.quantize_text_encoder:
+    if not model.quantize_text_encoder:
         return
     if family is not None and family.info.text_encoder_label is None:
         raise QuantizeError(
@@ -210,9 +210,9 @@ def check_text_encoder(cfg: TrainConfig, family=None) -> None:
 
 
 # ---- the libraries' configs -----------------------------------------------------------------
-def diffusers_config(cfg: TrainConfig):
+def diffusers_config(model: ModelOptions, dtype: torch.dtype):
     """diffusers' quantization config for --quantize_base, or None."""
-    scheme = cfg.model.quantize_base
+    scheme = model.quantize_base
     if scheme in (None, "none", "fp8_scaled"):  # fp8_scaled: converted by after_loading, not by the library
         return None
     if scheme == "fp8":
@@ -222,19 +222,19 @@ def diffusers_config(cfg: TrainConfig):
     from diffusers import BitsAndBytesConfig
 
     if scheme == "nf4":
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=cfg.weight_dtype)
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
-def diffusers_kwargs(cfg: TrainConfig) -> dict:
+def diffusers_kwargs(model: ModelOptions, dtype: torch.dtype) -> dict:
     """``{"quantization_config": ...}`` for a diffusers ``from_pretrained``, or ``{}`` without --quantize_base."""
-    config = diffusers_config(cfg)
+    config = diffusers_config(model, dtype)
     return {} if config is None else {"quantization_config": config}
 
 
-def transformers_config(cfg: TrainConfig, skip_modules: Iterable[str] = ()):
+def transformers_config(model: ModelOptions, dtype: torch.dtype, skip_modules: Iterable[str] = ()):
     """transformers' quantization config for --quantize_base (``skip_modules`` stay unquantized), or None."""
-    scheme = cfg.model.quantize_base
+    scheme = model.quantize_base
     if scheme in (None, "none", "fp8_scaled"):  # fp8_scaled: converted by after_loading, not by the library
         return None
     skip = list(skip_modules) or None
@@ -249,30 +249,30 @@ def transformers_config(cfg: TrainConfig, skip_modules: Iterable[str] = ()):
         return BitsAndBytesConfig(
             load_in_4bit=True,
             bnb_4bit_quant_type="nf4",
-            bnb_4bit_compute_dtype=cfg.weight_dtype,
+            bnb_4bit_compute_dtype=dtype,
             llm_int8_skip_modules=skip,
         )
     return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
 
 
-def text_encoder_kwargs(cfg: TrainConfig) -> dict:
+def text_encoder_kwargs(model: ModelOptions, dtype: torch.dtype) -> dict:
     """``{"quantization_config": ...}`` for the text encoder's transformers ``from_pretrained`` under
     --quantize_text_encoder (nf4, computing in the run's weight dtype; transformers keeps the model's own
     ``_keep_in_fp32_modules``, e.g. T5's ``wo``, unquantized), else ``{}``."""
-    if not cfg.model.quantize_text_encoder:
+    if not model.quantize_text_encoder:
         return {}
     from transformers import BitsAndBytesConfig
 
     return {
         "quantization_config": BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=cfg.weight_dtype
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
         )
     }
 
 
 @contextlib.contextmanager
 def diffusers_loading(model: ModelOptions):
-    """Around a diffusers ``from_pretrained(..., quantization_config=diffusers_config(cfg))`` (``model``: the run's
+    """Around a diffusers ``from_pretrained(..., quantization_config=diffusers_config(cfg.model, ...))`` (``model``: the run's
     ``cfg.model``, whose --quantize_base it reads).
 
     With a GPU, or without bitsandbytes quantization, it does nothing. Without one, diffusers' bitsandbytes
@@ -440,17 +440,19 @@ def quantized_linears(model: torch.nn.Module, skip_modules: Iterable[str] = ()) 
     return names
 
 
-def check_trainable(cfg: TrainConfig, trained_names: Iterable[str], quantized: Iterable[str]) -> None:
+def check_trainable(
+    model: ModelOptions, lora: LoraOptions, trained_names: Iterable[str], quantized: Iterable[str]
+) -> None:
     """Refuse full training (--train_backbone, a family's extra groups) of weights that are quantized."""
-    if not enabled(cfg.model):
+    if not enabled(model):
         return
     weights = {q + ".weight" for q in quantized} | {q + ".base_layer.weight" for q in quantized}
     hit = [n for n in trained_names if n in weights]
     if hit:
         raise QuantizeError(
-            f"--quantize_base {cfg.model.quantize_base} stores the base model's Linear weights quantized, and the run would "
+            f"--quantize_base {model.quantize_base} stores the base model's Linear weights quantized, and the run would "
             f"also train {len(hit)} of them in full (e.g. `{hit[0]}`, chosen by --train_backbone "
-            f"{' '.join(cfg.lora.train_backbone) or '(the family default)'}). Quantized weights cannot be trained: narrow "
+            f"{' '.join(lora.train_backbone) or '(the family default)'}). Quantized weights cannot be trained: narrow "
             "--train_backbone to non-Linear weights (norms, biases, embeddings), or drop --quantize_base to train them."
         )
 

@@ -172,7 +172,8 @@ def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfig
     ]
     if quantize.enabled(cfg.model):  # on the plan's meta model (before loading) and on the loaded one
         quantize.check_trainable(
-            cfg,
+            cfg.model,
+            cfg.lora,
             backbone + [n for _, names, _ in extra for n in names],
             quantize.quantized_linears(model, fallback.quantize_skip_modules(spec, cfg)),
         )

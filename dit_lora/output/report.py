@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.config.adapter_types import TYPES
-from dit_lora.config.schema import LoraOptions, ModelOptions
+from dit_lora.config.schema import DataOptions, HubOptions, LoraOptions, ModelOptions
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.capabilities import ModelCard as CardComponent
 from dit_lora.contract.spec import FamilySpec
@@ -134,7 +134,7 @@ def write_model_card(
     from huggingface_hub import ModelCard
 
     repo_or_dir = cfg.hub.hub_model_id or str(Path(output_dir).resolve())
-    base, base_model, base_note = card_base(cfg, summary)
+    base, base_model, base_note = card_base(cfg.model, cfg.hub, summary)
     run_cfg = cfg  # the snippet reads the configs the run trained with (FLUX.2's encoder depth), then names `base`
     if base != cfg.model.pretrained_model_name_or_path:  # the snippet loads the base by its Hub id
         cfg = replace(cfg, model=replace(cfg.model, pretrained_model_name_or_path=base))
@@ -259,7 +259,7 @@ def _settings(spec: FamilySpec, cfg: TrainConfig, summary: dict) -> dict[str, An
             if cfg.performance.activation_offloading
             else None
         ),
-        "masked loss (--masked_loss)": _masked_row(cfg),
+        "masked loss (--masked_loss)": _masked_row(cfg.data),
         "samples left out (quarantine.json)": _quarantine_row(summary.get("quarantine")),
         **(card.card_settings(cfg) if card else {}),
         "final_loss": summary.get("final_loss"),
@@ -310,7 +310,7 @@ def _card_input_where(snippet: str, repo_or_dir: str) -> str:
     return snippet.replace("import torch\n", "import torch\nfrom huggingface_hub import hf_hub_download\n", 1)
 
 
-def card_base(cfg: TrainConfig, summary: dict) -> tuple[str, str | None, str]:
+def card_base(model: ModelOptions, hub: HubOptions, summary: dict) -> tuple[str, str | None, str]:
     """(the base model the card's snippet loads, the card's ``base_model`` metadata, a sentence on a local base).
 
     A card for this machine (no ``--hub_model_id``) loads the base where the run read it. A card for a Hub repo never
@@ -318,10 +318,10 @@ def card_base(cfg: TrainConfig, summary: dict) -> tuple[str, str | None, str]:
     checkpoint its configs match (the run's catalogue entry, ``train_summary.json``'s ``defaults``), said plainly;
     without one, the card says the base was a local folder and the snippet names it by its folder name alone.
     """
-    base = str(cfg.model.pretrained_model_name_or_path)
+    base = str(model.pretrained_model_name_or_path)
     if not is_local(base):
         return base, base, ""  # a Hub id
-    if not cfg.hub.hub_model_id:  # the card of this machine: its snippet runs here, from any folder
+    if not hub.hub_model_id:  # the card of this machine: its snippet runs here, from any folder
         where = str(Path(base).resolve())
         return where, where, ""
     name = Path(base).name
@@ -339,9 +339,8 @@ def card_base(cfg: TrainConfig, summary: dict) -> tuple[str, str | None, str]:
     return name, None, f"\n\nThe base model was {note}."
 
 
-def _masked_row(cfg: TrainConfig) -> str | None:
+def _masked_row(data: DataOptions) -> str | None:
     """The card's masked-loss row: each image's loss weighted by its mask, and how the unmasked area counted."""
-    data = cfg.data
     if not getattr(data, "masked_loss", False):
         return None
     weight = f"unmasked area weighted {data.unmasked_weight:g}"

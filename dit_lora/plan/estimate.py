@@ -47,6 +47,7 @@ import torch
 
 from dit_lora.catalogue import by_hub_id, lookup
 from dit_lora.config import TrainConfig, optimizers
+from dit_lora.config.schema import GuardOptions, ModelOptions, TrainingOptions
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
@@ -282,7 +283,7 @@ def _check_engine(engine: str) -> None:
         raise ValueError(f"engine must be 'ddp' or 'fsdp2', not {engine!r}")
 
 
-def _depth(spec: FamilySpec, cfg: TrainConfig, read) -> tuple[int, str]:
+def _depth(spec: FamilySpec, model: ModelOptions, read) -> tuple[int, str]:
     """The model's block count from its config (``spec.plan.depth_key``) and the trained model's subfolder; a config
     that cannot be read is one paragraph."""
     file, key = planner(spec).depth_key
@@ -291,21 +292,23 @@ def _depth(spec: FamilySpec, cfg: TrainConfig, read) -> tuple[int, str]:
     if depth_config is None:
         raise UserError(
             f"The memory plan needs `{file}` of --pretrained_model_name_or_path "
-            f"`{cfg.model.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
+            f"`{model.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
             "and the model is not in the catalogue (`dit-lora models`). Download the model's config "
             "files (a recipe run with --ignore_memory_plan starts without the plan)."
         )
     return int(lookup(depth_config, key)), sub
 
 
-def _weights(cfg: TrainConfig, comps, quantizable: list[str]) -> tuple[dict[str, int], int, int, int]:
+def _weights(
+    model: ModelOptions, dtype: torch.dtype, comps, quantizable: list[str]
+) -> tuple[dict[str, int], int, int, int]:
     """Each component's bytes as loaded (``--quantize_base``'s linears ``quantizable`` and ``--quantize_text_encoder``'s
     at their quantized size), the largest weight dequantized while it runs, and the bytes nf4 would save on the text
     encoder and on the model (0 where already quantized)."""
     weights, dequant = {"model": module_bytes(comps.model)}, 0
-    if quantize.enabled(cfg.model):  # the linears the library quantizes, at their quantized size; the rest as loaded
-        weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.model.quantize_base, quantizable)
-        dequant = quantize.dequantized_peak_bytes(comps.model, cfg.model.quantize_base, quantizable, cfg.weight_dtype)
+    if quantize.enabled(model):  # the linears the library quantizes, at their quantized size; the rest as loaded
+        weights["model"] -= quantize.quantized_weight_savings(comps.model, model.quantize_base, quantizable)
+        dequant = quantize.dequantized_peak_bytes(comps.model, model.quantize_base, quantizable, dtype)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
     text_encoder = comps.encoders.get("text_encoder")
     te_savings = (
@@ -315,11 +318,11 @@ def _weights(cfg: TrainConfig, comps, quantizable: list[str]) -> tuple[dict[str,
             text_encoder, "nf4", quantize.quantized_linears(text_encoder)
         )
     )  # _keep_in_fp32_modules not)
-    if cfg.model.quantize_text_encoder:
+    if model.quantize_text_encoder:
         weights["text_encoder"] -= te_savings
     nf4_savings = (
         0
-        if quantize.enabled(cfg.model)
+        if quantize.enabled(model)
         else quantize.quantized_weight_savings(comps.model, "nf4", quantizable)  # what the advice may offer
     )
     return weights, dequant, te_savings, nf4_savings
@@ -362,21 +365,21 @@ def plan_run(
     the plan is still built once. ``cache``: step traces through :mod:`.trace_cache` (the gate and ``dit-lora plan``).
     """
     _check_engine(engine)
-    full_depth, sub = _depth(spec, cfg, read)
+    full_depth, sub = _depth(spec, cfg.model, read)
     comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
     checkpointing = attach_on_meta(comps.model, spec, cfg).checkpointing
     quantizable = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
-    weights, dequant, te_savings, nf4_savings = _weights(cfg, comps, quantizable)
-    swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
+    weights, dequant, te_savings, nf4_savings = _weights(cfg.model, cfg.weight_dtype, comps, quantizable)
+    swap = swap_figures(cfg.performance, spec, comps.model, device, weights["model"])
     cached = bool(comps.encoders) and cfg.data.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
     traces = tracer(spec, cfg, read, full_depth, cache)
     steps, encode_peak, read_share = traces(settings, shares=device == "cpu")
     quantized = cfg.model.quantize_base if quantize.enabled(cfg.model) else None
     # the base's say is cache_parked's (a lever may change the base): here the run's and the family's
-    waits = cached and cache_parking.run_caches(cfg) and _family_lets_blocks_wait(spec, cfg)
+    waits = cached and cache_parking.run_caches(cfg.data) and _family_lets_blocks_wait(spec, cfg)
     where = types.SimpleNamespace(device=device, engine=engine, blocks_wait=waits, quantized=quantized)
-    cache_weights, load_phase, mapped = cache_phase_weights(cfg, spec, comps, weights, swap, where, read_share, sub)
+    cache_bytes, load_phase, mapped = cache_phase_weights(cfg.model, spec, comps, weights, swap, where, read_share, sub)
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
     plan = Plan(
         model=str(cfg.model.pretrained_model_name_or_path),
@@ -393,8 +396,8 @@ def plan_run(
         depth=full_depth,
         weights=weights,
         trained_component="model",
-        **_trainable_fields(cfg, comps.model, device, num_processes, engine),
-        cache_phase_bytes=sum(cache_weights.values()) + encode_peak if cached else None,
+        **_trainable_fields(cfg.training, cfg.guards, comps.model, device, num_processes, engine),
+        cache_phase_bytes=sum(cache_bytes.values()) + encode_peak if cached else None,
         encoders_in_training=bool(comps.encoders) and not cfg.data.cache_latents,
         process_bytes=process_resident_bytes() if device == "cpu" else 0,
         checkpointing=checkpointing,
@@ -402,7 +405,7 @@ def plan_run(
         quantized=quantized,
         blocks_wait=waits,
         text_encoder_quantized=bool(cfg.model.quantize_text_encoder and "text_encoder" in comps.encoders),
-        **_host_fields(cfg, comps, device, sub, catalogue_entry),
+        **_host_fields(cfg.model, comps, device, sub, catalogue_entry),
         load_phase_bytes=load_phase,
         mapped=mapped,
         heap_factor=CPU_HEAP_FACTOR[False] if glibc_heap else 1.0,
@@ -420,34 +423,36 @@ def plan_run(
     return plan
 
 
-def _host_fields(cfg: TrainConfig, comps, device: str, sub: str, catalogue_entry: str | None) -> dict[str, Any]:
+def _host_fields(model: ModelOptions, comps, device: str, sub: str, catalogue_entry: str | None) -> dict[str, Any]:
     """On an accelerator, what :mod:`.host` needs: the components' stored bytes and those converted at load."""
     if device == "cpu":
         return {}
     modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
-    entry = by_hub_id(catalogue_entry or str(cfg.model.pretrained_model_name_or_path or ""))
-    stored, converted = resident.stored_bytes(cfg.model, modules, sub, entry.stored_dtype if entry else None)
+    entry = by_hub_id(catalogue_entry or str(model.pretrained_model_name_or_path or ""))
+    stored, converted = resident.stored_bytes(model, modules, sub, entry.stored_dtype if entry else None)
     return {"host_stored": stored, "host_converted": converted}
 
 
-def _trainable_fields(cfg: TrainConfig, model, device: str, num_processes: int, engine: str) -> dict[str, Any]:
+def _trainable_fields(
+    training: TrainingOptions, guards: GuardOptions, model, device: str, num_processes: int, engine: str
+) -> dict[str, Any]:
     """The plan's fields that follow from the trained parameters: their count, the optimizer's state, the finite
     guard's snapshot, the EMA copy and DDP's gradient buckets."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
     # the state of the optimizer the run builds (the optimizer table's count: dit_lora/config/optimizer_state.py)
-    chosen = optimizers.chosen(cfg.training.optimizer, cfg.training.use_8bit_adam)
-    moments = chosen.state_bytes([tuple(p.shape) for p in trainable], cfg.training)
+    chosen = optimizers.chosen(training.optimizer, training.use_8bit_adam)
+    moments = chosen.state_bytes([tuple(p.shape) for p in trainable], training)
     return {
         "trainable_params": sum(p.numel() for p in trainable),
         "optimizer_bytes": moments,
-        "snapshot_bytes": trainable_bytes + moments if cfg.guards.finite_guard else 0,
-        "ema_bytes": _ema_bytes(cfg, trainable, device),
-        "ema_host_bytes": _ema_bytes(cfg, trainable, "cpu")
-        if device != "cpu" and cfg.training.ema_device == "cpu"
+        "snapshot_bytes": trainable_bytes + moments if guards.finite_guard else 0,
+        "ema_bytes": _ema_bytes(training, guards, trainable, device),
+        "ema_host_bytes": _ema_bytes(training, guards, trainable, "cpu")
+        if device != "cpu" and training.ema_device == "cpu"
         else 0,
-        "eight_bit_adam": cfg.training.use_8bit_adam,
-        "optimizer": cfg.training.optimizer,
+        "eight_bit_adam": training.use_8bit_adam,
+        "optimizer": training.optimizer,
         "ddp_bytes": trainable_bytes if num_processes > 1 and engine == "ddp" else 0,
     }
 
@@ -459,9 +464,9 @@ def _family_lets_blocks_wait(spec: FamilySpec, cfg: TrainConfig) -> bool:
     return True if says is None else bool(says(cfg))
 
 
-def _ema_bytes(cfg: TrainConfig, trainable: list, device: str) -> int:
+def _ema_bytes(training: TrainingOptions, guards: GuardOptions, trainable: list, device: str) -> int:
     """``--use_ema``'s fp32 copy of the trainable weights (and, with the guard, its snapshot) where the device holds
     it: on the accelerator, or on a CPU run whatever --ema_device says (the host is the device)."""
-    if not cfg.training.use_ema or (cfg.training.ema_device == "cpu" and device != "cpu"):
+    if not training.use_ema or (training.ema_device == "cpu" and device != "cpu"):
         return 0
-    return 4 * sum(p.numel() for p in trainable) * (2 if cfg.guards.finite_guard else 1)
+    return 4 * sum(p.numel() for p in trainable) * (2 if guards.finite_guard else 1)

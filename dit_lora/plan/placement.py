@@ -19,8 +19,7 @@ from __future__ import annotations
 import torch
 
 from dit_lora.catalogue import by_hub_id
-from dit_lora.config import TrainConfig
-from dit_lora.config.schema import ModelOptions
+from dit_lora.config.schema import ModelOptions, PerformanceOptions
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.modeling import block_swap, host_parking, quantize
 from dit_lora.plan import resident
@@ -115,17 +114,18 @@ def cache_parked(plan, sizes: list[list[int]], scale: float, swapped: int) -> in
 
 
 def swap_figures(
-    cfg: TrainConfig, spec: FamilySpec, model: torch.nn.Module, device: str, scale: float
+    performance: PerformanceOptions, spec: FamilySpec, model: torch.nn.Module, device: str, counted: int
 ) -> dict[str, int]:
     """The plan's --blocks_to_swap fields for ``model`` (full depth, trainables attached); a count the model's lists
-    cannot give is refused in one paragraph, as the run refuses it (see :func:`swap_fields`)."""
-    count = int(cfg.performance.blocks_to_swap)
+    cannot give is refused in one paragraph, as the run refuses it (see :func:`swap_fields`). ``counted``: the
+    model's bytes as the plan counts them (its ``weights["model"]``), which scale the blocks' bytes as built."""
+    count = int(performance.blocks_to_swap)
     if count > 0:
         block_swap.swapped_blocks(model, spec.info.block_lists, count, spec.name)
-    return swap_fields(block_sizes(model, spec.info.block_lists), count, device, scale)
+    return swap_fields(block_sizes(model, spec.info.block_lists), count, device, counted / max(module_bytes(model), 1))
 
 
-def cache_phase_weights(cfg: TrainConfig, spec, comps, weights: dict, swap: dict, where, read_share, sub):
+def cache_phase_weights(model: ModelOptions, spec, comps, weights: dict, swap: dict, where, read_share, sub):
     """The weights resident while the latents are cached: the base's share parked at load taken off, and on a CPU
     what is copied or mapped from the files; returns (bytes per component, the load phase's bytes, mapped)."""
     cache_weights, load_phase, mapped = dict(weights), None, list[str]()
@@ -134,7 +134,7 @@ def cache_phase_weights(cfg: TrainConfig, spec, comps, weights: dict, swap: dict
     cache_weights["model"] -= cache_parked(where, sizes, scale, swap["swapped_bytes"])  # parked at load
     if where.device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
         modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
-        copied = {"model"} if quantize.enabled(cfg.model) else set()
-        copied |= {"text_encoder"} if cfg.model.quantize_text_encoder else set()
-        cache_weights, load_phase, mapped = cpu_residency(cfg.model, modules, weights, read_share, sub, copied)
+        copied = {"model"} if quantize.enabled(model) else set()
+        copied |= {"text_encoder"} if model.quantize_text_encoder else set()
+        cache_weights, load_phase, mapped = cpu_residency(model, modules, weights, read_share, sub, copied)
     return cache_weights, load_phase, mapped

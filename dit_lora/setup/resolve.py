@@ -29,6 +29,7 @@ from dit_lora.catalogue.entry import lookup
 from dit_lora.config import TrainConfig
 from dit_lora.config.dataset_config import with_data_sets
 from dit_lora.config.parser import parse_config
+from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.spec import FamilySpec, require
 from dit_lora.data import held_out, masks
 from dit_lora.data.image_media import check_image_buckets
@@ -51,7 +52,7 @@ def resolve(
     *,
     prog: str | None = None,
     needs_data: bool = True,
-    infer_family: Callable[[TrainConfig], str | tuple[str, str]] | None = None,
+    infer_family: Callable[[ModelOptions], str | tuple[str, str]] | None = None,
     check: Callable[[TrainConfig], None] | None = None,
     build_demo: bool = True,
     validate: bool = True,
@@ -86,24 +87,26 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
     if (
         cfg.performance.blocks_to_swap
     ):  # also for `dit-lora plan`: a count or a base a run refuses is planned for no run
-        block_swap.check_config(cfg, spec.name, spec.info.block_lists, block_count(cfg, spec))
+        block_swap.check_config(
+            cfg.performance, cfg.model, spec.name, spec.info.block_lists, block_count(cfg.model, spec)
+        )
     if validate:
         spec.model.validate_config(cfg)
         check_image_buckets(spec, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
-        masks.check_options(cfg)  # --unmasked_weight without --masked_loss: one paragraph
-        held_out.check_options(cfg)  # a --validation_data_dir that does not exist: one paragraph
-        activation_offload.check_config(cfg)  # --activation_offloading with --compile: one paragraph
+        masks.check_options(cfg.data, cfg.explicit)  # --unmasked_weight without --masked_loss: one paragraph
+        held_out.check_options(cfg.data)  # a --validation_data_dir that does not exist: one paragraph
+        activation_offload.check_config(cfg.performance)  # --activation_offloading with --compile: one paragraph
     return Resolved(config=cfg, spec=spec, defaults=defaults)
 
 
-def block_count(cfg: TrainConfig, spec: FamilySpec) -> int | None:
+def block_count(model: ModelOptions, spec: FamilySpec) -> int | None:
     """The model's number of repeated blocks in its longest block list (what ``--blocks_to_swap`` counts), read from
     its config where the memory plan reads it (the most of the plan's ``swap_depth_keys``, one per list, where it
     has them: a model of several lists; else its ``depth_key``); None when the family has no plan or the config
     cannot be read (the swap then counts the blocks once they are loaded)."""
-    if spec.plan is None or not cfg.model.pretrained_model_name_or_path:
+    if spec.plan is None or not model.pretrained_model_name_or_path:
         return None
-    read, counts = config_reader(cfg.model), []
+    read, counts = config_reader(model), []
     for file, key in getattr(spec.plan, "swap_depth_keys", None) or (spec.plan.depth_key,):
         sub, _, name = file.rpartition("/")
         found = read(sub, name)

@@ -35,7 +35,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.output.adapter import assert_finite
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import TrainingOptions, ValidationOptions
 
 EMA_FILE = "ema_weights.safetensors"  # in every checkpoint of a --use_ema run
 #: the options that mean something only with --use_ema
@@ -51,29 +51,26 @@ EMA_OPTIONS = (
 )
 
 
-def check_options(cfg: TrainConfig) -> None:
+def check_options(training: TrainingOptions, validation: ValidationOptions, explicit: frozenset[str] | None) -> None:
     """Refuse, in one paragraph, an --ema_* option that would do nothing: any without --use_ema, the warm-up's shape
-    without --ema_warmup, an EMA --ema_validation without a --validation_prompt (no samples are made)."""
-    explicit = cfg.explicit_options or frozenset()
+    without --ema_warmup, an EMA --ema_validation without a --validation_prompt (no samples are made). ``explicit``:
+    the options the user set (``cfg.explicit``)."""
+    explicit = explicit or frozenset()
     given = [name for name in EMA_OPTIONS if name in explicit]
-    if given and not cfg.training.use_ema:
+    if given and not training.use_ema:
         raise UserError(
             f"--{given[0]} is set but --use_ema is not, so no EMA is kept and it would do nothing. Add --use_ema "
             f"to keep an EMA of the trainable weights, or drop {', '.join('--' + n for n in given)}."
         )
-    if (
-        "ema_validation" in explicit
-        and cfg.training.ema_validation != "trained"
-        and not cfg.validation.validation_prompt
-    ):
+    if "ema_validation" in explicit and training.ema_validation != "trained" and not validation.validation_prompt:
         raise UserError(
-            f"--ema_validation {cfg.training.ema_validation} chooses which weights the validation samples come from, but no "
+            f"--ema_validation {training.ema_validation} chooses which weights the validation samples come from, but no "
             "--validation_prompt is set, so the run makes no samples and it would do nothing. Add "
             "--validation_prompt (and --validation_steps) to sample from the EMA weights during training, or drop "
             "--ema_validation; the EMA adapter is exported beside the trained one either way."
         )
     shaping = [name for name in ("ema_inv_gamma", "ema_power") if name in explicit]
-    if shaping and not cfg.training.ema_warmup:
+    if shaping and not training.ema_warmup:
         raise UserError(
             f"{' and '.join('--' + n for n in shaping)} shape the EMA's warm-up, but --ema_warmup is off, so the "
             "decay would not use them. Add --ema_warmup true (diffusers' EMAModel `use_ema_warmup`), or drop "

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import torch
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import TrainingOptions, ValidationOptions
 from dit_lora.core.engine import EngineChoice, plain_cpu_device
 from dit_lora.core.errors import UserError
 from dit_lora.modeling import cache_parking, quantize
@@ -66,7 +67,7 @@ class DDPEngine:
     def _launch_view(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
-    def build_accelerator(self, cfg: TrainConfig, out: Path):
+    def build_accelerator(self, training: TrainingOptions, validation: ValidationOptions, out: Path):
         """The run's ``Accelerator``, built once from the resolved config; refused when the launched processes did
         not form one group (they would overwrite each other's output)."""
         from accelerate import Accelerator
@@ -75,11 +76,11 @@ class DDPEngine:
         # Under FSDP2 accelerate builds a plain multi-process state: dit-lora shards the model itself (fsdp2.py).
         with self._launch_view(), plain_cpu_device():
             accelerator = Accelerator(
-                gradient_accumulation_steps=cfg.training.gradient_accumulation_steps,
-                mixed_precision=cfg.training.mixed_precision,
-                log_with=None if cfg.validation.report_to == "none" else cfg.validation.report_to,
+                gradient_accumulation_steps=training.gradient_accumulation_steps,
+                mixed_precision=training.mixed_precision,
+                log_with=None if validation.report_to == "none" else validation.report_to,
                 project_config=ProjectConfiguration(
-                    project_dir=str(out), logging_dir=str(out / cfg.validation.logging_dir)
+                    project_dir=str(out), logging_dir=str(out / validation.logging_dir)
                 ),
                 kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
                 # Without a GPU, `accelerate launch --multi_gpu` would start N unrelated single processes that all

@@ -30,7 +30,7 @@ from dit_lora.output.names import COMPLETE_MARKER
 from dit_lora.output.report import config_dict
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, TrainConfig
 
 OPTIONS_FILE = "run_options.json"
 DATA_KEY = "data set"  # how a data set change is named among the options
@@ -90,9 +90,9 @@ def _plain(values: dict) -> dict:
     return json.loads(json.dumps(values, default=str))
 
 
-def option_classes(cfg: TrainConfig) -> dict[str, str]:
+def option_classes(family_options: FamilyOptions) -> dict[str, str]:
     """``{option: "fixed" | "free"}`` for the common options and the run's family's; an unclassified one is fixed."""
-    declared = list(config_fields()) + list(fields(type(cfg.family_options)))
+    declared = list(config_fields()) + list(fields(type(family_options)))
     return {f.name: resume_class(f) or "fixed" for f in declared}
 
 
@@ -105,7 +105,7 @@ def compare(
     run's :func:`data_fingerprint`) a changed data set is a fixed change named :data:`DATA_KEY`.
     """
     old_values, new_values = saved.get("options", {}), _plain(config_dict(cfg))
-    classes = option_classes(cfg)
+    classes = option_classes(cfg.family_options)
     fixed: list[dict] = []
     free: list[dict] = []
     for name, new in new_values.items():

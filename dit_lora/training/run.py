@@ -99,7 +99,7 @@ def _load(run: Run) -> tuple[Any, Any, list[tuple[str, dict]]]:
             (prompt, samples.validation_inputs(comps, cfg.validation.one_prompt(prompt)))
             for prompt in cfg.validation.prompts
         ]
-    if class_images.missing(cfg):  # prior preservation's missing class images, from the whole base model
+    if class_images.missing(cfg.data):  # prior preservation's missing class images, from the whole base model
         run.engine.bring_waiting(comps.model, spec.info.block_lists, cfg.performance.blocks_to_swap, device, run.log)
         class_images.generate(cfg, spec, comps, run.accelerator, run.log)
     data = spec.data.build_data(cfg, spec, comps, run.accelerator)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from dit_lora.config import TrainConfig
 from dit_lora.config.dataset_config import data_sets_of
+from dit_lora.config.schema import CheckpointOptions, TrainingOptions
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import check_writable
 from dit_lora.data.cache import default_cache_root
@@ -52,7 +53,7 @@ def data_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
     ):  # a local `datasets` folder; a Hub id is no folder here
         found.append(("--dataset_name", cfg.data.dataset_name))
     found.append(("--video_folder", getattr(cfg.family_options, "video_folder", None)))  # the video LLMs' option
-    read = data_sets_of(cfg)  # each set's folder, as setup read the dataset config
+    read = data_sets_of(cfg.data, cfg.data_sets)  # each set's folder, as setup read the dataset config
     for data_set in read.sets if read is not None else ():
         where = f"--dataset_config set {data_set.name}:"
         found.append((where, data_set.options.get("train_data_dir")))
@@ -116,23 +117,23 @@ def check_folders_apart(cfg: TrainConfig) -> None:
             )
 
 
-def check_output_dir(cfg: TrainConfig) -> str | None:
+def check_output_dir(training: TrainingOptions, checkpoints: CheckpointOptions) -> str | None:
     """Refuse to overwrite a finished run, or to mix a fresh run with an older run's checkpoints, unless asked to
     (or resuming); return a line to log when ``--overwrite_output_dir`` removed old checkpoints.
 
     Called on the main process after the output lock: nothing else writes the folder meanwhile.
     """
-    out = Path(cfg.training.output_dir)
+    out = Path(training.output_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
     done = [name for name in (*ADAPTER_FILES, ADAPTER_INDEX_FILE) if (out / name).exists()]
-    if done and not cfg.training.overwrite_output_dir and not cfg.checkpoints.resume_from_checkpoint:
+    if done and not training.overwrite_output_dir and not checkpoints.resume_from_checkpoint:
         raise UserError(
             f"--output_dir `{out}` already holds a finished run ({done[0]}). Choose a new --output_dir, "
             "add --overwrite_output_dir to replace it, or --resume_from_checkpoint latest to continue it."
         )
-    check_named_copy(cfg, out)
-    if cfg.checkpoints.resume_from_checkpoint:
+    check_named_copy(training, out)
+    if checkpoints.resume_from_checkpoint:
         return None
     # A fresh run among older checkpoints would prune its own new ones (pruning keeps the highest steps) and a
     # later `latest` would resume the older run: they never mix.
@@ -140,7 +141,7 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
     if not old:
         return None
     names = ", ".join(p.name for p in old[:5]) + (f" and {len(old) - 5} more" if len(old) > 5 else "")
-    if not cfg.training.overwrite_output_dir:
+    if not training.overwrite_output_dir:
         raise UserError(
             f"--output_dir `{out}` holds checkpoints of an earlier run ({names}), and this run does not resume: "
             "its own checkpoints would mix with them. Continue that run with --resume_from_checkpoint latest, choose "
@@ -151,17 +152,17 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
     return f"--overwrite_output_dir: removed {len(old)} checkpoint folder(s) of an earlier run from {out} ({names})"
 
 
-def check_named_copy(cfg: TrainConfig, out: Path) -> None:
+def check_named_copy(training: TrainingOptions, out: Path) -> None:
     """``--output_name NAME``: refuse, before training, a ``NAME.safetensors`` in ``out`` that dit-lora did not write
     (the run would otherwise stop at its end, the adapter written but not its named copy)."""
-    if not cfg.training.output_name:
+    if not training.output_name:
         return
     from dit_lora.output.export import EXPORT_MARKER, written_by_export
 
-    target = out / f"{cfg.training.output_name}.safetensors"
+    target = out / f"{training.output_name}.safetensors"
     if target.is_symlink() or (target.exists() and not (target.is_file() and written_by_export(target))):
         raise UserError(
-            f"--output_name {cfg.training.output_name}: {target} already exists and dit-lora did not write it (its "
+            f"--output_name {training.output_name}: {target} already exists and dit-lora did not write it (its "
             f"safetensors metadata has no `{EXPORT_MARKER}` entry), so the run would not replace it with the adapter's "
             "named copy. Move or rename that file, or choose another --output_name."
         )

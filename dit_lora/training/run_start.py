@@ -155,9 +155,9 @@ def start_run(checked: Checked) -> Run:
     assert checked.engine is not None  # a Checked is built with the engine it judged
     engine = make_engine(checked.engine)
     engine.check_options(cfg)  # before the lock, the accelerator and the model
-    ema_lib.check_options(cfg)
+    ema_lib.check_options(cfg.training, cfg.validation, cfg.explicit)
     out = Path(cfg.training.output_dir)
-    accelerator = engine.build_accelerator(cfg, out)
+    accelerator = engine.build_accelerator(cfg.training, cfg.validation, out)
     log = _main_process_log(accelerator)
     check_launch_precision(
         cfg.training.mixed_precision, log
@@ -171,7 +171,7 @@ def start_run(checked: Checked) -> Run:
     check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
     check_compiler(cfg.performance.compile, accelerator.device.type)
     # before anything loads (the plan also checks backbone training)
-    quantize.check_config(cfg, accelerator.device.type, spec)
+    quantize.check_config(cfg.model, cfg.training, accelerator.device.type, spec)
     plan = None
     if not cfg.guards.ignore_memory_plan:  # made once a launch, by the main process: every rank's is the same
         plan = main_process_check(
@@ -224,7 +224,7 @@ def _claim_output_dir(cfg: TrainConfig, out: Path, accelerator, sharded: bool, l
         log(lock_note)
 
     def judge_folder() -> Path | None:
-        note = check_output_dir(cfg)
+        note = check_output_dir(cfg.training, cfg.checkpoints)
         if note:
             log(note)
         return resolve_resume(

@@ -89,7 +89,7 @@ def test_dit_lora_train_stops_when_nothing_names_the_family(tmp_path):
             parse_run(["--train_data_dir", str(data), "--dataset_info_name", "x"])
     with pytest.raises(UserError, match=r"needs to know which model family it trains: pass --family \(chroma, cogvideox, .*"
                                         r"`dit-lora train --family NAME --help`"):
-        choose_family()(TrainConfig())
+        choose_family()(TrainConfig().model)
 
 
 def test_a_config_that_cannot_be_read_is_reported_by_the_parser(tmp_path):

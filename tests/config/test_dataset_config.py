@@ -232,14 +232,15 @@ def test_a_config_built_in_code_is_read_when_resolved_and_never_by_the_code_that
     with pytest.raises(RuntimeError, match="is read at setup"):
         run_sets(cfg)
     resolved = resolve_config(cfg, build_demo=False, validate=False).config
-    assert [s.name for s in data_sets_of(resolved).sets] == ["a"]
+    assert [s.name for s in data_sets_of(resolved.data, resolved.data_sets).sets] == ["a"]
     assert with_data_sets(resolved) is resolved  # read already: kept, not read again
     other = _write(tmp_path, [{"train_data_dir": "b"}], name="other.yaml")
     moved = dataclasses.replace(resolved, dataset_config=str(other))
     with pytest.raises(RuntimeError, match="is read at setup"):  # another file than the one read
-        data_sets_of(moved)
-    assert [s.name for s in data_sets_of(with_data_sets(moved)).sets] == ["b"]
-    assert data_sets_of(TrainConfig(family="sana", train_data_dir="a")) is None
+        data_sets_of(moved.data, moved.data_sets)
+    read = with_data_sets(moved)
+    assert [s.name for s in data_sets_of(read.data, read.data_sets).sets] == ["b"]
+    assert data_sets_of(TrainConfig(family="sana", train_data_dir="a").data, None) is None
 
 
 def test_the_sets_are_read_for_the_family_the_parser_infers_not_the_default(tmp_path):

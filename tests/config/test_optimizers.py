@@ -211,7 +211,7 @@ def test_a_new_entry_reaches_the_choices_checks_plan_report_builder_and_fsdp2(mo
 
     cfg = TrainConfig(optimizer="fake")
     model = torch.nn.Linear(4, 3)
-    assert estimate._trainable_fields(cfg, model, "cuda", 1, "ddp")["optimizer_bytes"] == 3 * (4 * 3 + 3)
+    assert estimate._trainable_fields(cfg.training, cfg.guards, model, "cuda", 1, "ddp")["optimizer_bytes"] == 3 * (4 * 3 + 3)
     assert report._optimizer_label(SimpleNamespace(optimizer="fake", eight_bit_adam=False)) == "Fake, fp8"
 
     made, skip = optim.make_optimizer(cfg.training, [{"params": list(model.parameters())}], torch.device("cpu"))

@@ -49,7 +49,7 @@ def test_the_missing_images_are_made_in_seeded_batches_and_a_stopped_run_makes_t
     Image.new("RGB", (8, 8)).save(folder / "mine.jpg")  # the user's own: counts first, never touched
     mine = (folder / "mine.jpg").read_bytes()
     cfg = _cfg(folder)
-    assert class_images.missing(cfg) == [0, 1, 2, 3]
+    assert class_images.missing(cfg.data) == [0, 1, 2, 3]
     samples, lines = FakeSamples(), []
     class_images.generate(cfg, _spec(samples), SimpleNamespace(model=None), ONE_PROCESS, lines.append)
     assert sorted(p.name for p in folder.iterdir()) == ["class_00000.png", "class_00001.png", "class_00002.png",
@@ -58,7 +58,7 @@ def test_the_missing_images_are_made_in_seeded_batches_and_a_stopped_run_makes_t
     assert samples.calls[0][0] != samples.calls[1][0]  # each batch its own seed
     assert "holds 1 of --num_class_images 5; generating 4" in lines[0]
     first = {p.name: p.read_bytes() for p in folder.iterdir()}
-    assert (folder / "mine.jpg").read_bytes() == mine and class_images.missing(cfg) == []
+    assert (folder / "mine.jpg").read_bytes() == mine and class_images.missing(cfg.data) == []
     # a stopped run: image 2 never written; started again, only its batch is made again, and the same image
     (folder / "class_00002.png").unlink()
     again = FakeSamples()
@@ -73,8 +73,8 @@ def test_nothing_is_made_when_the_folder_holds_enough(tmp_path):
     (folder / "sub").mkdir(parents=True)
     for i in range(5):
         Image.new("RGB", (8, 8)).save(folder / "sub" / f"{i}.png")
-    assert class_images.missing(_cfg(folder)) == []
-    assert class_images.missing(_cfg(folder, with_prior_preservation=False)) == []
+    assert class_images.missing(_cfg(folder).data) == []
+    assert class_images.missing(_cfg(folder, with_prior_preservation=False).data) == []
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def test_images_that_cannot_be_made_are_refused_before_loading(tmp_path, family,
                "class_prompt": "a photo of dog", "num_class_images": 3, **values}
     cfg = TrainConfig.for_family(family, **options)
     with pytest.raises(UserError) as err:
-        class_images.check(cfg, get_spec(family))
+        class_images.check(cfg.data, cfg.performance, get_spec(family))
     text = str(err.value)
     assert words in text and "holds 0 of the --num_class_images 3" in text and "\n" not in text, text
 
@@ -102,7 +102,7 @@ def test_what_the_listing_skips_does_not_count_and_the_users_images_come_first(t
         Image.new("RGB", (8, 8)).save(folder / name, format="PNG")
     Image.new("RGB", (8, 8)).save(folder / "class_00000.png")
     cfg = _cfg(folder, num_class_images=4)
-    assert class_images.missing(cfg) == [1]  # 2 of the user's, then class_00000 present: one more to make
+    assert class_images.missing(cfg.data) == [1]  # 2 of the user's, then class_00000 present: one more to make
     samples = [SimpleNamespace(key=k) for k in ("class_00000.png", "class_00001.png", "dog1.jpg", "sub/class_1.png")]
     assert [s.key for s in class_images.users_first(samples)] == ["dog1.jpg", "sub/class_1.png", "class_00000.png",
                                                                   "class_00001.png"]
@@ -111,4 +111,5 @@ def test_what_the_listing_skips_does_not_count_and_the_users_images_come_first(t
 def test_generating_under_fsdp2_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(class_images, "decide_engine", lambda: SimpleNamespace(name="fsdp2"))
     with pytest.raises(UserError, match="under FSDP2 the blocks wait in host memory"):
-        class_images.check(_cfg(tmp_path / "none"), get_spec("sana"))
+        cfg = _cfg(tmp_path / "none")
+        class_images.check(cfg.data, cfg.performance, get_spec("sana"))

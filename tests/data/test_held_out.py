@@ -137,6 +137,6 @@ def test_a_validation_data_dir_that_does_not_exist_is_refused_before_anything_lo
 
     missing = str(tmp_path / "nope")
     with pytest.raises(UserError, match=r"--validation_data_dir '.*nope' does not exist.*--validation_split"):
-        check_options(TrainConfig.for_family("sana", train_data_dir=str(tmp_path), validation_data_dir=missing))
-    check_options(TrainConfig.for_family("sana", train_data_dir=str(tmp_path), validation_data_dir=str(tmp_path)))
-    check_options(TrainConfig.for_family("sana", dataset_name="user/set", validation_data_dir="user/held"))
+        check_options(TrainConfig.for_family("sana", train_data_dir=str(tmp_path), validation_data_dir=missing).data)
+    check_options(TrainConfig.for_family("sana", train_data_dir=str(tmp_path), validation_data_dir=str(tmp_path)).data)
+    check_options(TrainConfig.for_family("sana", dataset_name="user/set", validation_data_dir="user/held").data)

@@ -28,6 +28,7 @@ class Options:
 class Cfg:
     def __init__(self, **values):
         self.family_options = Options(**values)
+        self.data = None  # the loss hands it to weighted_or_masked_mse only, which the test replaces
 
 
 class ToyLoss(GuidedFlowLoss, DiffusionLoss):
@@ -43,7 +44,7 @@ class ToyLoss(GuidedFlowLoss, DiffusionLoss):
 def test_the_loss_is_written_out_by_hand(monkeypatch):
     import dit_lora.kit.guided_flow as kit
 
-    monkeypatch.setattr(kit, "weighted_or_masked_mse", lambda pred, target, w, batch, cfg: ((pred - target) ** 2).mean())
+    monkeypatch.setattr(kit, "weighted_or_masked_mse", lambda pred, target, w, batch, data: ((pred - target) ** 2).mean())
     latents, seen = torch.randn(2, 3, 4, 4), {}
 
     def model(noisy, sigmas, guidance):

@@ -355,9 +355,9 @@ def _sin_chain_grad(start: torch.Tensor, depth: int) -> torch.Tensor:
 
 def test_disabled_installs_nothing_and_compile_is_refused():
     assert activation_offload.install(nn.Linear(2, 2), [], False, "cpu") is None
-    activation_offload.check_config(TrainConfig.for_family("sana", activation_offloading=True))
+    activation_offload.check_config(TrainConfig.for_family("sana", activation_offloading=True).performance)
     with pytest.raises(UserError, match="--activation_offloading cannot run with --compile blocks"):
-        activation_offload.check_config(TrainConfig.for_family("sana", activation_offloading=True, compile="blocks"))
+        activation_offload.check_config(TrainConfig.for_family("sana", activation_offloading=True, compile="blocks").performance)
 
 
 def test_the_log_line_says_what_and_where():

@@ -65,6 +65,11 @@ def _cfg(**values) -> TrainConfig:
     return TrainConfig(pretrained_model_name_or_path="unused", train_data_dir="unused", **values)
 
 
+def _check(cfg: TrainConfig, family, paths, depth) -> None:
+    """block_swap.check_config on the two sections it reads."""
+    block_swap.check_config(cfg.performance, cfg.model, family, paths, depth)
+
+
 @pytest.mark.parametrize("values,match", [
     (dict(blocks_to_swap=2, compile="blocks"), "cannot run with --compile blocks"),
     (dict(blocks_to_swap=2, quantize_base="nf4"), "cannot swap a --quantize_base nf4 model"),
@@ -72,15 +77,15 @@ def _cfg(**values) -> TrainConfig:
 ])
 def test_check_config_refuses_what_the_swap_cannot_take(values, match):
     with pytest.raises(UserError, match=match):
-        block_swap.check_config(_cfg(**values), "sana", ("transformer_blocks",), depth=28)
+        _check(_cfg(**values), "sana", ("transformer_blocks",), depth=28)
 
 
 def test_check_config_refuses_a_family_without_a_block_list_and_passes_the_rest():
     with pytest.raises(UserError, match="the `toy` family names no list of repeated blocks"):
-        block_swap.check_config(_cfg(blocks_to_swap=1), "toy", (), depth=None)
-    block_swap.check_config(_cfg(blocks_to_swap=0, compile="blocks"), "toy", (), depth=None)  # off: nothing to say
-    block_swap.check_config(_cfg(blocks_to_swap=27), "sana", ("transformer_blocks",), depth=28)
-    block_swap.check_config(_cfg(blocks_to_swap=99), "sana", ("transformer_blocks",), depth=None)  # at install
+        _check(_cfg(blocks_to_swap=1), "toy", (), depth=None)
+    _check(_cfg(blocks_to_swap=0, compile="blocks"), "toy", (), depth=None)  # off: nothing to say
+    _check(_cfg(blocks_to_swap=27), "sana", ("transformer_blocks",), depth=28)
+    _check(_cfg(blocks_to_swap=99), "sana", ("transformer_blocks",), depth=None)  # at install
 
 
 @pytest.mark.parametrize("lengths,count,expected", [

@@ -46,7 +46,7 @@ def _where(module: nn.Module) -> set[str]:
     ({"quantize_base": "int8"}, False),
 ])
 def test_which_runs_wait(values, waits):
-    assert cache_parking.waits_for_cache(_cfg(**values)) is waits
+    assert cache_parking.waits_for_cache(_cfg(**values).data, _cfg(**values).model) is waits
 
 
 def test_the_blocks_stay_in_host_memory_through_to_and_come_after_the_cache_but_the_swapped():

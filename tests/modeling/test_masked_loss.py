@@ -36,9 +36,9 @@ def test_masked_mse_weights_each_pixel_and_clamps_to_the_unmasked_weight():
     assert masked_mse(pred, target, weights, normalize=True).item() == pytest.approx(8.5 / 4 / 0.625)
     assert masked_mse(pred, target, weights, torch.tensor([2.0])).item() == pytest.approx(8.5 / 2)
     cfg = TrainConfig.for_family("sana", masked_loss=True, unmasked_weight=0.5)
-    got = mask_weights({MASK_KEY: torch.tensor([[[[0.0, 0.25, 0.75, 1.0]]]])}, cfg)
+    got = mask_weights({MASK_KEY: torch.tensor([[[[0.0, 0.25, 0.75, 1.0]]]])}, cfg.data)
     assert got.tolist() == [[[[0.5, 0.5, 0.75, 1.0]]]]  # max(mask, --unmasked_weight), as OneTrainer clamps
-    assert mask_weights({}, cfg) is None
+    assert mask_weights({}, cfg.data) is None
 
 
 def _readers() -> list[str]:
@@ -119,8 +119,8 @@ def test_without_a_weighting_or_a_mask_the_loss_is_the_plain_mean_squared_error(
     # DiT's and Z-Image's loss: no per-sample weighting; the same bits as their own ((pred - target) ** 2).mean()
     pred, target = torch.randn(2, 3, 4, 4, dtype=torch.bfloat16), torch.randn(2, 3, 4, 4)
     cfg = TrainConfig.for_family("dit")
-    plain = weighted_or_masked_mse(pred, target, None, {}, cfg)
+    plain = weighted_or_masked_mse(pred, target, None, {}, cfg.data)
     assert torch.equal(plain, ((pred.float() - target.float()) ** 2).mean())
     cfg = TrainConfig.for_family("dit", masked_loss=True)
-    masked = weighted_or_masked_mse(pred, target, None, {MASK_KEY: torch.ones(2, 1, 4, 4)}, cfg)
+    masked = weighted_or_masked_mse(pred, target, None, {MASK_KEY: torch.ones(2, 1, 4, 4)}, cfg.data)
     assert torch.equal(masked, masked_mse(pred, target, torch.ones(2, 1, 4, 4)))

@@ -14,6 +14,11 @@ def _cfg(**kw):
     return TrainConfig(**{"mixed_precision": "no", **kw})
 
 
+def _check(cfg, device_type, family=None):
+    """quantize.check_config on the two sections it reads."""
+    quantize.check_config(cfg.model, cfg.training, device_type, family)
+
+
 def _paragraph(err) -> str:
     text = str(err)
     assert "\n" not in text and "--quantize_base" in text
@@ -24,21 +29,21 @@ def test_nf4_without_bitsandbytes_names_the_flag_and_the_install(monkeypatch):
     monkeypatch.setattr(quantize, "bitsandbytes_status", lambda: "ModuleNotFoundError: no bitsandbytes")
     for scheme in ("nf4", "int8"):
         with pytest.raises(QuantizeError) as err:
-            quantize.check_config(_cfg(quantize_base=scheme), "cpu")
+            _check(_cfg(quantize_base=scheme), "cpu")
         assert f"--quantize_base {scheme}" in _paragraph(err.value) and "pip install" in str(err.value)
-    quantize.check_config(_cfg(), "cpu")  # none never needs anything
+    _check(_cfg(), "cpu")  # none never needs anything
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU refusal")
 def test_fp8_on_a_device_without_fp8_is_refused():
     with pytest.raises(QuantizeError) as err:
-        quantize.check_config(_cfg(quantize_base="fp8"), "cpu")
+        _check(_cfg(quantize_base="fp8"), "cpu")
     assert "nf4" in _paragraph(err.value)
 
 
 def test_fp8_with_allow_fp16_is_refused():
     with pytest.raises(QuantizeError) as err:
-        quantize.check_config(_cfg(quantize_base="fp8", allow_fp16=True), "cuda")
+        _check(_cfg(quantize_base="fp8", allow_fp16=True), "cuda")
     assert "--allow_fp16" in _paragraph(err.value)
 
 
@@ -47,15 +52,15 @@ def test_quantize_text_encoder_is_refused_without_a_text_encoder_or_bitsandbytes
 
     for name in ("dit", "llava_next_video"):
         with pytest.raises(QuantizeError) as err:
-            quantize.check_config(_cfg(family=name, quantize_text_encoder=True), "cpu", get_family(name))
+            _check(_cfg(family=name, quantize_text_encoder=True), "cpu", get_family(name))
         text = str(err.value)
         assert "\n" not in text and "--quantize_text_encoder" in text and f"the {name} family has none" in text
-    quantize.check_config(_cfg(family="sana", quantize_text_encoder=True), "cpu", get_family("sana"))
+    _check(_cfg(family="sana", quantize_text_encoder=True), "cpu", get_family("sana"))
     monkeypatch.setattr(quantize, "bitsandbytes_status", lambda: "ModuleNotFoundError: no bitsandbytes")
     with pytest.raises(QuantizeError) as err:
-        quantize.check_config(_cfg(family="cogvideox", quantize_text_encoder=True), "cpu", get_family("cogvideox"))
+        _check(_cfg(family="cogvideox", quantize_text_encoder=True), "cpu", get_family("cogvideox"))
     assert "\n" not in str(err.value) and "pip install" in str(err.value)
-    quantize.check_config(_cfg(family="dit"), "cpu", get_family("dit"))  # off: nothing is needed
+    _check(_cfg(family="dit"), "cpu", get_family("dit"))  # off: nothing is needed
 
 
 def test_quantized_text_encoder_embeddings_differ_by_its_quantization_error_only(tiny_sana):
@@ -129,7 +134,7 @@ def test_nf4_model_passes_the_precision_audit(tiny_dit):
     cfg = _cfg(quantize_base="nf4")
     with quantize.diffusers_loading(cfg.model):
         model = DiTTransformer2DModel.from_pretrained(str(tiny_dit), subfolder="transformer", torch_dtype=torch.float32,
-                                                      **quantize.diffusers_kwargs(cfg))
+                                                      **quantize.diffusers_kwargs(cfg.model, cfg.weight_dtype))
     model = make_peft_capable(model).requires_grad_(False)
     add_lora(model, rank=4, alpha=4, dropout=0.0, targets=["to_q", "to_k", "to_v"], seed=0)
     cast_trainable_to_fp32(model, under_autocast=False)
@@ -161,7 +166,7 @@ def test_fp8_loads_a_transformer_with_lora_on_a_capable_gpu(tiny_dit):
 
     cfg = _cfg(quantize_base="fp8", mixed_precision="bf16")
     model = DiTTransformer2DModel.from_pretrained(str(tiny_dit), subfolder="transformer", torch_dtype=torch.bfloat16,
-                                                  **quantize.diffusers_kwargs(cfg)).to("cuda")
+                                                  **quantize.diffusers_kwargs(cfg.model, cfg.weight_dtype)).to("cuda")
     model = make_peft_capable(model).requires_grad_(False)
     add_lora(model, rank=4, alpha=4, dropout=0.0, targets=["to_q"], seed=0)
     x = torch.randn(1, 4, 8, 8, device="cuda", dtype=torch.bfloat16)
@@ -244,15 +249,15 @@ def test_quantized_linears_follow_autocast_like_a_plain_linear(kind):
 # ---- fp8_scaled: dit-lora's own fp8 weights (dit_lora/modeling/fp8_scaled.py) ----------------------------------------
 def test_fp8_scaled_runs_anywhere_torch_has_float8_and_needs_no_library_config(monkeypatch):
     cfg = _cfg(quantize_base="fp8_scaled")
-    quantize.check_config(cfg, "cpu")
-    quantize.check_config(_cfg(quantize_base="fp8_scaled", mixed_precision="fp16", allow_fp16=True), "cuda")
+    _check(cfg, "cpu")
+    _check(_cfg(quantize_base="fp8_scaled", mixed_precision="fp16", allow_fp16=True), "cuda")
     assert quantize.what_runs("cpu")["fp8_scaled"] == "runs"
-    assert quantize.diffusers_config(cfg) is None and quantize.diffusers_kwargs(cfg) == {}
-    assert quantize.transformers_config(cfg, ["lm_head"]) is None
+    assert quantize.diffusers_config(cfg.model, cfg.weight_dtype) is None and quantize.diffusers_kwargs(cfg.model, cfg.weight_dtype) == {}
+    assert quantize.transformers_config(cfg.model, cfg.weight_dtype, ["lm_head"]) is None
     assert "fp8 e4m3" in quantize.describe(cfg.model) and "fp32" in quantize.describe(cfg.model)
     monkeypatch.setattr(quantize, "fp8_scaled_status", lambda: "torch 2.0 has no float8_e4m3fn dtype")
     with pytest.raises(QuantizeError) as err:
-        quantize.check_config(cfg, "cpu")
+        _check(cfg, "cpu")
     assert "--quantize_base fp8_scaled" in _paragraph(err.value) and "nf4" in str(err.value)
 
 

@@ -247,7 +247,7 @@ def test_a_local_card_names_a_relative_base_by_its_absolute_path_and_runs_from_a
     (tmp_path / "models" / "tiny").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path="models/tiny")
-    base, metadata, note = card_base(cfg, {})
+    base, metadata, note = card_base(cfg.model, cfg.hub, {})
     assert base == metadata == str(tmp_path / "models" / "tiny") and note == ""
     from dit_lora.output.report import write_model_card
     from dit_lora.registry import get_family
@@ -255,7 +255,7 @@ def test_a_local_card_names_a_relative_base_by_its_absolute_path_and_runs_from_a
     card = write_model_card(get_family("sana"), cfg, tmp_path, {"steps": 2}, []).read_text()
     assert f'base = "{tmp_path / "models" / "tiny"}"' in card and '"models/tiny"' not in card
     pushed = TrainConfig.for_family("sana", pretrained_model_name_or_path="models/tiny", hub_model_id="me/lora")
-    assert card_base(pushed, {})[0] == "tiny"  # a Hub card names no path of this machine
+    assert card_base(pushed.model, pushed.hub, {})[0] == "tiny"  # a Hub card names no path of this machine
 
 
 @pytest.mark.parametrize("family_name", ["flux_kontext", "qwenimage_edit_plus", "wan_i2v"])

@@ -119,7 +119,7 @@ def test_without_the_wait_for_the_cache_the_levers_are_fresh_plans_too(lever, mo
     caching phase holds every unswapped block, and each lever's derived plan still equals a fresh one."""
     from dit_lora.modeling import cache_parking
 
-    monkeypatch.setattr(cache_parking, "run_caches", lambda cfg: False)
+    monkeypatch.setattr(cache_parking, "run_caches", lambda data: False)
     processes = 2 if lever == "fsdp2" else 1
     base = _plan(num_processes=processes)
     assert not base.blocks_wait and base.cache_parked_bytes() == 0

@@ -80,7 +80,7 @@ def test_block_swap_takes_the_swapped_blocks_off_the_device_less_those_in_flight
     change = plain.train_phase_bytes() - swapped.train_phase_bytes()
     # every block waits in host memory while the cache is built, swapped or not: the same caching phase
     assert plain.blocks_wait and swapped.blocks_wait and plain.cache_phase_bytes == swapped.cache_phase_bytes
-    monkeypatch.setattr(cache_parking, "run_caches", lambda cfg: False)
+    monkeypatch.setattr(cache_parking, "run_caches", lambda data: False)
     kept, kept_swapped = _swap_plan(0, device), _swap_plan(6, device)
     assert not kept.blocks_wait
     if device == "cuda":  # six blocks in host memory, three of them on the device at the peak

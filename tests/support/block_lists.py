@@ -19,7 +19,7 @@ def assert_block_lists(family: str, model: Path, lists: int = 1, **options) -> N
     spec = get_spec(family)
     cfg = TrainConfig.for_family(family, pretrained_model_name_or_path=str(model), train_data_dir="unused",
                                  **options)
-    depth = block_count(cfg, spec)
+    depth = block_count(cfg.model, spec)
     assert spec.plan is not None and depth is not None
     model_on_meta = spec.plan.plan_components(cfg, config_reader(cfg.model)).model
     found = block_lists(model_on_meta, spec.info.block_lists)

@@ -41,4 +41,4 @@ def accepted(args: list[str], flags: list[str], device: str) -> None:
 
     resolved = resolve([*args, *flags], build_demo=False, validate=True)
     if device == "cpu":
-        quantize.check_config(resolved.config, device, resolved.spec)
+        quantize.check_config(resolved.config.model, resolved.config.training, device, resolved.spec)

@@ -15,6 +15,11 @@ from dit_lora.training.guard import StepGuard
 from dit_lora.training.sync_audit import SyncAudit
 
 
+def _check(cfg: TrainConfig) -> None:
+    """ema.check_options on what it reads of ``cfg``."""
+    check_options(cfg.training, cfg.validation, cfg.explicit)
+
+
 def _training(**values):
     return TrainConfig.for_family("sana", use_ema=True, **values).training
 
@@ -190,10 +195,10 @@ def test_validation_swaps_the_ema_in_and_the_trained_weights_back_exactly():
 def test_ema_validation_without_a_validation_prompt_is_refused():
     given = frozenset({"use_ema", "ema_validation"})
     with pytest.raises(UserError, match="--ema_validation both .* no --validation_prompt"):
-        check_options(TrainConfig.for_family("sana", use_ema=True, ema_validation="both", explicit=given))
-    check_options(TrainConfig.for_family("sana", use_ema=True, ema_validation="both", validation_prompt="a cat",
-                                         explicit=given | {"validation_prompt"}))
-    check_options(TrainConfig.for_family("sana", use_ema=True, ema_validation="trained", explicit=given))
+        _check(TrainConfig.for_family("sana", use_ema=True, ema_validation="both", explicit=given))
+    _check(TrainConfig.for_family("sana", use_ema=True, ema_validation="both", validation_prompt="a cat",
+                                  explicit=given | {"validation_prompt"}))
+    _check(TrainConfig.for_family("sana", use_ema=True, ema_validation="trained", explicit=given))
 
 
 def test_ema_options_without_use_ema_are_refused():
@@ -201,14 +206,14 @@ def test_ema_options_without_use_ema_are_refused():
 
     given = frozenset({"ema_decay", "ema_device"})
     with pytest.raises(UserError, match="--ema_decay is set but --use_ema is not"):
-        check_options(TrainConfig.for_family("sana", ema_decay=0.99, ema_device="cpu", explicit=given))
-    check_options(TrainConfig.for_family("sana", use_ema=True, ema_decay=0.99, explicit=given | {"use_ema"}))
-    check_options(TrainConfig.for_family("sana", ema_decay=0.99))  # built in code: nothing counts as set
+        _check(TrainConfig.for_family("sana", ema_decay=0.99, ema_device="cpu", explicit=given))
+    _check(TrainConfig.for_family("sana", use_ema=True, ema_decay=0.99, explicit=given | {"use_ema"}))
+    _check(TrainConfig.for_family("sana", ema_decay=0.99))  # built in code: nothing counts as set
     shaped = frozenset({"use_ema", "ema_power", "ema_inv_gamma"})
     with pytest.raises(UserError, match="--ema_inv_gamma and --ema_power shape the EMA's warm-up, but --ema_warmup"):
-        check_options(TrainConfig.for_family("sana", use_ema=True, ema_power=0.75, ema_inv_gamma=2.0, explicit=shaped))
-    check_options(TrainConfig.for_family("sana", use_ema=True, ema_warmup=True, ema_power=0.75,
-                                         explicit=shaped | {"ema_warmup"}))
+        _check(TrainConfig.for_family("sana", use_ema=True, ema_power=0.75, ema_inv_gamma=2.0, explicit=shaped))
+    _check(TrainConfig.for_family("sana", use_ema=True, ema_warmup=True, ema_power=0.75,
+                                  explicit=shaped | {"ema_warmup"}))
     args = ["--pretrained_model_name_or_path", "m", "--train_data_dir", "d", "--use_ema", "true"]
     with pytest.raises(UserError, match="ema_decay"):  # its range: 1 would never move
         parse_config([*args, "--ema_decay", "1"])
@@ -265,8 +270,12 @@ def test_the_memory_plan_counts_the_ema_where_the_device_holds_it():
     from dit_lora.plan.estimate import _ema_bytes
 
     trainable = [torch.zeros(10, 10), torch.zeros(5)]
-    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True), trainable, "cuda") == 4 * 105 * 2  # + snapshot
-    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True, finite_guard=False), trainable, "cuda") == 420
-    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True, ema_device="cpu"), trainable, "cuda") == 0
-    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True, ema_device="cpu"), trainable, "cpu") == 840
-    assert _ema_bytes(TrainConfig.for_family("sana"), trainable, "cpu") == 0
+
+    def _sections(cfg):  # the two sections the estimate reads
+        return cfg.training, cfg.guards
+
+    assert _ema_bytes(*_sections(TrainConfig.for_family("sana", use_ema=True)), trainable, "cuda") == 4 * 105 * 2  # + snapshot
+    assert _ema_bytes(*_sections(TrainConfig.for_family("sana", use_ema=True, finite_guard=False)), trainable, "cuda") == 420
+    assert _ema_bytes(*_sections(TrainConfig.for_family("sana", use_ema=True, ema_device="cpu")), trainable, "cuda") == 0
+    assert _ema_bytes(*_sections(TrainConfig.for_family("sana", use_ema=True, ema_device="cpu")), trainable, "cpu") == 840
+    assert _ema_bytes(*_sections(TrainConfig.for_family("sana")), trainable, "cpu") == 0

@@ -91,6 +91,11 @@ def test_a_dataset_configs_set_folders_are_data_folders(data, tmp_path):
     check_run_folders(_cfg(dataset_config=str(config), output_dir=str(tmp_path / "out")))
 
 
+def _output_dir(cfg):
+    """check_output_dir on the two sections it reads."""
+    return check_output_dir(cfg.training, cfg.checkpoints)
+
+
 def _run_cfg(out, **overrides):
     return TrainConfig(family="sana", pretrained_model_name_or_path="m", output_dir=str(out), **overrides)
 
@@ -106,18 +111,18 @@ def test_a_fresh_run_among_old_checkpoints_is_refused_in_one_paragraph(tmp_path)
     own newest ones, and `latest` would resume the older run."""
     _folders(tmp_path, "checkpoint-35", "checkpoint-40", ".tmp-checkpoint-41")
     with pytest.raises(UserError) as info:
-        check_output_dir(_run_cfg(tmp_path))
+        _output_dir(_run_cfg(tmp_path))
     text = str(info.value)
     assert "(.tmp-checkpoint-41, checkpoint-35, checkpoint-40)" in text and "\n" not in text
     assert "--resume_from_checkpoint latest" in text and "--overwrite_output_dir" in text
-    assert check_output_dir(_run_cfg(tmp_path, resume_from_checkpoint="latest")) is None  # resuming: kept
+    assert _output_dir(_run_cfg(tmp_path, resume_from_checkpoint="latest")) is None  # resuming: kept
     assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-checkpoint-41", "checkpoint-35", "checkpoint-40"]
 
 
 def test_overwrite_output_dir_removes_old_checkpoints_with_one_line(tmp_path):
     _folders(tmp_path, "checkpoint-35", ".old-checkpoint-40", "logs")
-    note = check_output_dir(_run_cfg(tmp_path, overwrite_output_dir=True))
+    note = _output_dir(_run_cfg(tmp_path, overwrite_output_dir=True))
     assert note == (f"--overwrite_output_dir: removed 2 checkpoint folder(s) of an earlier run from {tmp_path} "
                     "(.old-checkpoint-40, checkpoint-35)")
     assert [p.name for p in tmp_path.iterdir()] == ["logs"]  # only checkpoint folders go
-    assert check_output_dir(_run_cfg(tmp_path / "new")) is None
+    assert _output_dir(_run_cfg(tmp_path / "new")) is None

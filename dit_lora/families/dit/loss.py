@@ -35,4 +35,4 @@ class DiTLoss(DiffusionLoss):
         labels = torch.where(drop, torch.full_like(labels, state.null_id()), labels)
         pred = state.epsilon(model(noisy, timestep=timesteps, class_labels=labels, return_dict=False)[0])
         # --masked_loss: the epsilon MSE per latent pixel (no VLB term here)
-        return weighted_or_masked_mse(pred, noise, None, batch, cfg)
+        return weighted_or_masked_mse(pred, noise, None, batch, cfg.data)

@@ -128,4 +128,4 @@ class Ideogram4Loss(HostCaptionLengths):
         pred = predict(model, noisy_latents(latents, noise, sigmas), sigmas, batch, cfg.weight_dtype)
         weighting = loss_weighting(options.weighting_scheme, sigmas)
         # --masked_loss: per cell of the latent grid (the mask is cached at the latents' size)
-        return weighted_or_masked_mse(pred, reversed_target(latents, noise), weighting, batch, cfg)
+        return weighted_or_masked_mse(pred, reversed_target(latents, noise), weighting, batch, cfg.data)

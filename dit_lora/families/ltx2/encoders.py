@@ -157,7 +157,7 @@ def load_reference_frames(cfg: TrainConfig, task, samples: list | None) -> list:
     if path is None:
         raise UserError("LTX-2 IC-LoRA validation needs a reference clip: set --validation_reference.")
     try:
-        pixels = decode_clip(path, frames, height, width, start=frame_start(cfg))
+        pixels = decode_clip(path, frames, height, width, start=frame_start(cfg.video))
     except ValueError as err:  # VideoDecodeError: unreadable or too short
         raise UserError(
             f"The validation reference clip `{path}` cannot give {frames} frames ({err}). Give --validation_reference "
@@ -178,7 +178,7 @@ class LTX2ICSetup(ClipSetup):
         super().configure(comps, cfg)
         state = run_state(comps)
         state.reference_factor = int(cfg.family_options.reference_downscale_factor)
-        state.frame_start = frame_start(cfg)
+        state.frame_start = frame_start(cfg.video)
 
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Keep the validation clips' reference (``--validation_reference``, else the first clip's)."""

@@ -88,7 +88,7 @@ class QwenImageLoss(DiffusionLoss):
         def pack(weights: torch.Tensor) -> torch.Tensor:  # --masked_loss: per latent pixel, packed as the latents are
             return pack_latents(weights.expand(-1, latents.shape[1], -1, -1))
 
-        return weighted_or_masked_mse(pred, target, weighting, batch, cfg, pack)
+        return weighted_or_masked_mse(pred, target, weighting, batch, cfg.data, pack)
 
     def image_tokens(self, batch: dict[str, Any], packed: torch.Tensor) -> tuple[torch.Tensor, list]:
         """The transformer's image sequence and its ``img_shapes`` (the RoPE grid of each image in it): the packed

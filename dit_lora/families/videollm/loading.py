@@ -98,7 +98,7 @@ class VideoLLMModel:
         # when --mixed_precision no asks for it (fp16 was refused in validation).
         skip = VideoLLMPrecision(self.arch).quantize_skip_modules(cfg)
         model = self.arch.load_model(
-            path, cfg.weight_dtype, quantization_config=quantize.transformers_config(cfg, skip)
+            path, cfg.weight_dtype, quantization_config=quantize.transformers_config(cfg.model, cfg.weight_dtype, skip)
         )
         model.requires_grad_(False)
         quantize.after_loading(cfg.model, model, skip, device)  # --quantize_base fp8_scaled, before the device

@@ -60,4 +60,4 @@ class ZImageLoss(HostCaptionLengths):
         pred = predict(model, noisy, reversed_time(drawn.timesteps), captions)
         target = reversed_target(latents, drawn.noise)
         # --masked_loss: per latent pixel (the transformer patches inside)
-        return weighted_or_masked_mse(pred, target, None, batch, cfg)
+        return weighted_or_masked_mse(pred, target, None, batch, cfg.data)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from diffusers import DDPMScheduler
 
+from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.dit.state import DiTRun
 from dit_lora.registry import get_family
@@ -25,13 +26,14 @@ class _Recorder(torch.nn.Module):
 
 def test_labels_drop_to_the_null_class_and_only_epsilon_enters_the_loss():
     loss = get_family("dit").loss
+    cfg = TrainConfig.for_family("dit")
     model = _Recorder()
     batch = {"latents": torch.randn(8, 4, 4, 4), "class_labels": torch.zeros(8, dtype=torch.long)}
     comps = Components(model=model, scheduler=DDPMScheduler(),
                        state=DiTRun(class_dropout_prob=1.0, null_class=7, learned_sigma=True, in_channels=4))
-    value = loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(0), None)
+    value = loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(0), cfg)
     assert model.labels[-1].tolist() == [7] * 8  # every label dropped at probability 1
     assert torch.isfinite(value) and value < 1e3  # the variance half (1e6) is not in the loss
     comps.state.class_dropout_prob = 0.0
-    loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(0), None)
+    loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(0), cfg)
     assert model.labels[-1].tolist() == [0] * 8

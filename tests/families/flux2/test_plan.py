@@ -42,12 +42,13 @@ def test_a_swap_counts_the_single_blocks_and_takes_the_same_share_of_the_double_
     spec = get_family("flux2")
     assert ("transformer/config.json", "num_single_layers") in spec.plan.swap_depth_keys
     cfg = TrainConfig(family="flux2", pretrained_model_name_or_path="black-forest-labs/FLUX.2-dev", blocks_to_swap=47)
-    assert block_count(cfg, spec) == 48  # the catalogue's published config, nothing downloaded
+    assert block_count(cfg.model, spec) == 48  # the catalogue's published config, nothing downloaded
     from dit_lora.modeling import block_swap
 
-    block_swap.check_config(cfg, "flux2", spec.info.block_lists, 48)
+    block_swap.check_config(cfg.performance, cfg.model, "flux2", spec.info.block_lists, 48)
     with pytest.raises(UserError, match="at most --blocks_to_swap 47"):
-        block_swap.check_config(TrainConfig(family="flux2", blocks_to_swap=48), "flux2", spec.info.block_lists, 48)
+        every = TrainConfig(family="flux2", blocks_to_swap=48)
+        block_swap.check_config(every.performance, every.model, "flux2", spec.info.block_lists, 48)
 
 
 @pytest.mark.slow  # FLUX.2 [dev] planned at full width (a 32B transformer, a 24B text encoder): about 10 s

@@ -15,6 +15,7 @@ from diffusers.pipelines.qwenimage.pipeline_qwenimage_edit_plus import calculate
 from PIL import Image
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import DataOptions
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import configure
 from dit_lora.core.errors import UserError
@@ -59,7 +60,7 @@ def test_loss_appends_the_control_tokens_and_scores_the_target_only():
     comps = Components(model=None, state=QwenImageRun(scheduler_config=dict(CONFIG)))
     cfg = SimpleNamespace(family_options=SimpleNamespace(weighting_scheme="none", logit_mean=0.0, logit_std=1.0,
                                                          mode_scale=1.29, qwen_shift_mode="dynamic",
-                                                         qwen_fixed_shift=2.2))
+                                                         qwen_fixed_shift=2.2), data=DataOptions())
     loss = EditLoss(None).compute_loss(comps, model, batch, torch.Generator().manual_seed(1), cfg)
     hidden = calls[0]["hidden_states"]
     assert hidden.shape == (2, 6 * 3, 16) and calls[0]["img_shapes"] == [[(1, 2, 3)] * 3] * 2

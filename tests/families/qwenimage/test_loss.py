@@ -12,6 +12,7 @@ from diffusers import QwenImagePipeline
 from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
 
 from helpers import Recorder
+from dit_lora.config.schema import DataOptions
 from dit_lora.contract.family import Components
 from dit_lora.catalogue.files import catalogue_of
 from dit_lora.families.qwenimage.loss import QwenImageLoss, draw_sigmas, pack_latents
@@ -42,7 +43,7 @@ def test_loss_matches_the_hand_computation(scheme, mode):
     mask[0, 5:] = 0
     batch = {"latents": latents, "prompt_embeds": torch.randn(3, 10, 16, generator=gen), "prompt_embeds_mask": mask}
     comps = Components(model=None, state=QwenImageRun(scheduler_config=dict(CONFIG), text_tokens=8))
-    cfg = SimpleNamespace(family_options=_options(scheme, mode))
+    cfg = SimpleNamespace(family_options=_options(scheme, mode), data=DataOptions())
     recorder = Recorder()
     loss = QwenImageLoss(None).compute_loss(comps, recorder, batch, torch.Generator().manual_seed(7), cfg)
 
