@@ -138,5 +138,7 @@ def _video_tokens(spec, cfg: TrainConfig, model: torch.nn.Module, size: tuple[in
     frames = np.zeros((cfg.family_options.num_frames, *size, 3), dtype=np.uint8)
     arch = spec.plan.arch
     return int(
-        arch.video_token_count(arch.frame_inputs(frames, spec.plan.preprocessing(cfg, model.config)), model.config)
+        arch.video_token_count(
+            arch.frame_inputs(frames, spec.plan.preprocessing(cfg.model, model.config)), model.config
+        )
     )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch
     import torch
 
-    from dit_lora.config.schema import TrainConfig, ValidationOptions
+    from dit_lora.config.schema import FamilyOptions, ModelOptions, TrainConfig, ValidationOptions
 
 
 # ---- the required components (every family fills these four) --------------------------------
@@ -275,8 +275,8 @@ class ModelCard(Protocol):
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """Family-specific rows of the training-settings table."""
 
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """The base model's license, when known."""
+    def base_model_license(self, model: ModelOptions) -> str | None:
+        """The base model's license, when known (``model``: the run's ``cfg.model``)."""
 
 
 @runtime_checkable
@@ -291,8 +291,9 @@ class AdapterFitting(Protocol):
 class AdapterExtras(Protocol):
     """Files beside the adapter that depend on the run (DiT's label map, the base model a PEFT config names)."""
 
-    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
-        """Write them into ``output_dir`` (the staging folder the adapter was just saved to)."""
+    def save_adapter_extras(self, output_dir: Path, comps, options: FamilyOptions) -> None:
+        """Write them into ``output_dir`` (the staging folder the adapter was just saved to; ``options``: the run's
+        ``cfg.family_options``)."""
 
 
 @runtime_checkable

@@ -40,8 +40,9 @@ from dit_lora.output.names import PEFT_ADAPTER_FILE
 from dit_lora.output.video import snippet_write_video
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, FamilyOptions, ModelOptions, TrainConfig, ValidationOptions
     from dit_lora.kit.info_cache import VideoTask
+    from dit_lora.modeling.timestep_options import FlowMatchingOptions
 
 #: the seed argument every snippet's pipeline call ends with (the same image on every run of it)
 SEED_ARGUMENT = "generator=torch.manual_seed(0),"
@@ -77,11 +78,12 @@ class KitAdapter:
     ) -> None:
         self.info, self.fp32_vae, self.fitting, self.lora_prefix = info, fp32_vae, fitting, lora_prefix
 
-    def pipeline_class(self, cfg: Any = None) -> Any:
-        """The diffusers pipeline class that saves and reloads: ``info.pipeline_class_name`` when saving (``cfg``
-        None), the run's folder's own among ``info.pipeline_classes`` when reloading (:func:`folder_pipeline`)."""
+    def pipeline_class(self, model: ModelOptions | None = None) -> Any:
+        """The diffusers pipeline class that saves and reloads: ``info.pipeline_class_name`` when saving (``model``
+        None), the run's folder's own among ``info.pipeline_classes`` when reloading (``model``: the run's
+        ``cfg.model``; :func:`folder_pipeline`)."""
         pipelines = self.info.pipeline_classes
-        return diffusers_class(pipelines[0] if cfg is None else folder_pipeline(cfg.model, pipelines))
+        return diffusers_class(pipelines[0] if model is None else folder_pipeline(model, pipelines))
 
     def write_lora_file(self, output_dir: Path, lora_state: dict, lora_config: dict, weight_name: str) -> Path:
         """One LoRA file through the pipeline's own saver: the model's LoRA layers and their PEFT config. A pipeline
@@ -129,15 +131,16 @@ class KitAdapter:
         )
         return {"vae": vae}
 
-    def fit_loaded(self, pipe, cfg: TrainConfig) -> None:
-        """Switches set on the pipeline once the adapter is in (none here)."""
+    def fit_loaded(self, pipe, options: FamilyOptions) -> None:
+        """Switches set on the pipeline once the adapter is in, from the run's family options
+        (``cfg.family_options``; none here)."""
 
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
         """The base model's stock pipeline in the run's dtype (with :meth:`pipeline_parts`), fitted, with the saved
         adapter loaded by diffusers, its progress bar off, on ``device``."""
         common = {"revision": cfg.model.revision, "use_safetensors": True}
         parts = self.pipeline_parts(cfg, common)
-        pipe = self.pipeline_class(cfg).from_pretrained(
+        pipe = self.pipeline_class(cfg.model).from_pretrained(
             cfg.model.pretrained_model_name_or_path,
             variant=cfg.model.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
@@ -147,7 +150,7 @@ class KitAdapter:
         if self.fitting is not None:
             self.fitting.prepare_pipeline_for_adapter(pipe, adapter_folder(adapter_dir))
         attach_adapter(None, pipe, adapter_dir)  # fitted just above, where the family fits
-        self.fit_loaded(pipe, cfg)
+        self.fit_loaded(pipe, cfg.family_options)
         pipe.set_progress_bar_config(disable=True)
         return pipe.to(device)
 
@@ -228,11 +231,12 @@ class Snippet:
         return "".join(lines)
 
 
-def image_call_args(cfg: TrainConfig) -> list[str]:
-    """An image call's arguments after the prompt: the run's square size, steps and guidance, and the seed."""
+def image_call_args(data: DataOptions, validation: ValidationOptions) -> list[str]:
+    """An image call's arguments after the prompt: the run's square size, steps and guidance (``data``,
+    ``validation``: its ``cfg.data`` and ``cfg.validation``), and the seed."""
     return [
-        f"height={cfg.data.resolution}, width={cfg.data.resolution},",
-        f"num_inference_steps={cfg.validation.validation_inference_steps}, guidance_scale={cfg.validation.validation_guidance_scale},",
+        f"height={data.resolution}, width={data.resolution},",
+        f"num_inference_steps={validation.validation_inference_steps}, guidance_scale={validation.validation_guidance_scale},",
         SEED_ARGUMENT,
     ]
 
@@ -244,16 +248,16 @@ def image_lines(extra_import: str, image_arg: str) -> tuple[list[str], list[str]
     return imports, [image_arg.strip()] if image_arg else []
 
 
-def first_frame_line(cfg: TrainConfig) -> str:
+def first_frame_line() -> str:
     """The snippet line an image-to-video card loads its first frame with: the run's own (``--validation_image``, else
     its first clip's first frame), written beside the adapter (:func:`~.conditioning.card_input_source`)."""
     return f"image = load_image({card_input_source()})  # the first frame to animate\n"
 
 
-def first_frame_image(cfg: TrainConfig) -> tuple[str, str, str]:
+def first_frame_image() -> tuple[str, str, str]:
     """An image-to-video card's ``snippet_image`` parts (:func:`image_lines`): ``load_image`` imported, the first
     frame loaded (:func:`first_frame_line`), passed as ``image=``."""
-    return ", load_image", first_frame_line(cfg), "\n    image=image,"
+    return ", load_image", first_frame_line(), "\n    image=image,"
 
 
 class KitCard:
@@ -275,13 +279,15 @@ class KitCard:
     def __init__(self, info: FamilyInfo) -> None:
         self.info = info
 
-    def prompt(self, cfg: TrainConfig) -> str:
-        """The snippet's prompt, quoted: the first ``--validation_prompt``, else :attr:`placeholder_prompt`."""
-        return json.dumps((cfg.validation.prompts or [self.placeholder_prompt])[0])
+    def prompt(self, validation: ValidationOptions) -> str:
+        """The snippet's prompt, quoted: the first ``--validation_prompt``, else :attr:`placeholder_prompt`
+        (``validation``: the run's ``cfg.validation``)."""
+        return json.dumps((validation.prompts or [self.placeholder_prompt])[0])
 
-    def prompt_args(self, cfg: TrainConfig) -> list[str]:
-        """The call's first arguments: the prompt (a family adds what goes with it: an image to edit)."""
-        return [f"prompt={self.prompt(cfg)}," if self.prompt_keyword else f"{self.prompt(cfg)},"]
+    def prompt_args(self, data: DataOptions, validation: ValidationOptions) -> list[str]:
+        """The call's first arguments: the prompt (a family adds what goes with it: an image to edit, at the size
+        ``data`` gives; ``data``, ``validation``: the run's ``cfg.data`` and ``cfg.validation``)."""
+        return [f"prompt={self.prompt(validation)}," if self.prompt_keyword else f"{self.prompt(validation)},"]
 
     def extra_call_args(self, cfg: TrainConfig) -> list[str]:
         """The family's arguments after the size, steps and guidance, before the seed (none here)."""
@@ -290,8 +296,8 @@ class KitCard:
     def call_args(self, cfg: TrainConfig) -> list[str]:
         """The call's arguments: :meth:`prompt_args`, :func:`image_call_args`'s size, steps and guidance,
         :meth:`extra_call_args`, the seed."""
-        *size_and_steps, seed = image_call_args(cfg)
-        return [*self.prompt_args(cfg), *size_and_steps, *self.extra_call_args(cfg), seed]
+        *size_and_steps, seed = image_call_args(cfg.data, cfg.validation)
+        return [*self.prompt_args(cfg.data, cfg.validation), *size_and_steps, *self.extra_call_args(cfg), seed]
 
     def snippet_parts(self, cfg: TrainConfig) -> dict[str, Any]:
         """:class:`Snippet` fields this run adds or replaces (imports, lines before the call, the pipeline class)."""
@@ -313,10 +319,11 @@ class KitCard:
         fields["imports"] = [*loads.get("imports", []), *parts.get("imports", [])]
         return Snippet(base=cfg.model.path, repo=repo_or_dir, call_args=self.call_args(cfg), **fields)
 
-    def flow_rows(self, cfg: TrainConfig, shift: str | None = None, unset: str = "the scheduler's") -> dict[str, Any]:
-        """The rows of a flow-matching family's timesteps: its density and, where it has one, its ``shift`` option
-        (``unset``: what a shift left unset means)."""
-        options = cfg.family_options
+    def flow_rows(
+        self, options: FlowMatchingOptions, shift: str | None = None, unset: str = "the scheduler's"
+    ) -> dict[str, Any]:
+        """The rows of a flow-matching family's timesteps (``options``: the run's ``cfg.family_options``): its density
+        and, where it has one, its ``shift`` option (``unset``: what a shift left unset means)."""
         rows = {"weighting_scheme": options.weighting_scheme}
         if shift is not None:
             value = getattr(options, shift)
@@ -331,10 +338,10 @@ class KitCard:
         """The family's rows (none here)."""
         return {}
 
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
+    def base_model_license(self, model: ModelOptions) -> str | None:
         """The base model's license as the family's catalogue states it for its Hub id (``licenses`` in its
         ``catalogue.json``: :func:`~dit_lora.catalogue.license_of`); None for a local folder or an unnamed model."""
-        return license_of(cfg.model.family, cfg.model.path)
+        return license_of(model.family, model.path)
 
 
 class VideoCard:

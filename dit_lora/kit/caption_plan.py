@@ -21,7 +21,7 @@ from dit_lora.kit.run_state import FlowRun
 from dit_lora.kit.text_conditioned import meta_components
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig
 
 
 class CaptionPlan(DiffusionPlan):
@@ -36,8 +36,9 @@ class CaptionPlan(DiffusionPlan):
     mask: str | None = None
 
     @abstractmethod
-    def text_length(self, cfg: TrainConfig) -> int:
-        """The run's caption length (``--max_sequence_length``, else the pipeline's default)."""
+    def text_length(self, data: DataOptions) -> int:
+        """The run's caption length (``--max_sequence_length``, else the pipeline's default; ``data``: the run's
+        ``cfg.data``)."""
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What the kit's loader loads for the family, built from the configs ``read`` returns (``depth``: that
@@ -51,21 +52,21 @@ class CaptionPlan(DiffusionPlan):
             transformer_class=getattr(diffusers, self.transformer),
             depth_key=self.depth_key[1],
             vae_class=getattr(diffusers, self.vae),
-            state=self.state(text=TextSettings(max_sequence_length=self.text_length(cfg))),
+            state=self.state(text=TextSettings(max_sequence_length=self.text_length(cfg.data))),
         )
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """:func:`caption_embeddings` of the family's mask."""
-        return caption_embeddings(comps, cfg, batch_size, self.mask)
+        return caption_embeddings(comps, cfg.weight_dtype, batch_size, self.mask)
 
 
 def caption_embeddings(
-    comps: Components, cfg: TrainConfig, batch_size: int, mask: str | None
+    comps: Components, dtype: torch.dtype, batch_size: int, mask: str | None
 ) -> dict[str, torch.Tensor]:
-    """Caption embeddings (and their ``mask``) at the run's text length (its state's text settings), as empty
-    tensors: the cached conditioning of a plan's batch."""
+    """Caption embeddings in ``dtype`` (the run's ``cfg.weight_dtype``) and their ``mask`` at the run's text length
+    (its state's text settings), as empty tensors: the cached conditioning of a plan's batch."""
     length, width = comps.state.text.max_sequence_length, comps.encoders["text_encoder"].config.hidden_size
-    embeds = {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype)}
+    embeds = {"prompt_embeds": torch.empty(batch_size, length, width, dtype=dtype)}
     if mask is not None:
         embeds[mask] = torch.ones(batch_size, length, dtype=torch.long)
     return embeds

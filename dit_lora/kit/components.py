@@ -50,7 +50,7 @@ from dit_lora.kit.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, FamilyOptions, TrainConfig, TrainingOptions
 
 
 # ---- the shared code ----------------------------------------------------------------------------
@@ -177,16 +177,19 @@ def vae_on(comps: Components, device: torch.device):
     return module_on(comps.encoders["vae"], device)
 
 
-def image_pixel_batches(cfg: TrainConfig, stride: int | None) -> list[tuple[str, tuple[int, ...]]]:
-    """``[(bucket, shape)]`` of one micro-batch of pixels, ``(B, 3, H, W)``, for the run's largest image bucket.
+def image_pixel_batches(
+    data: DataOptions, training: TrainingOptions, stride: int | None
+) -> list[tuple[str, tuple[int, ...]]]:
+    """``[(bucket, shape)]`` of one micro-batch of pixels, ``(B, 3, H, W)``, for the run's largest image bucket
+    (``data``, ``training``: a data set's ``cfg.data`` and ``cfg.training``).
 
     The most pixels (so the most tokens; the square on a tie): a fixed ``--aspect_buckets WxH``, that size; else the
     ``--resolution`` square, which bounds every ``auto`` bucket (``stride``: the family's bucket stride, None for
     squares only).
     """
-    buckets = run_buckets(cfg.data.aspect_buckets, cfg.data.resolution, stride)
+    buckets = run_buckets(data.aspect_buckets, data.resolution, stride)
     height, width = max(buckets, key=lambda hw: (hw[0] * hw[1], hw[0] == hw[1]))
-    return [(f"{width} x {height} px", (cfg.training.train_batch_size, 3, height, width))]
+    return [(f"{width} x {height} px", (training.train_batch_size, 3, height, width))]
 
 
 def encoded_plan_batches(
@@ -328,14 +331,15 @@ class PipelineSamples(DiffusionSamples):
     #: whether the call takes the run's ``--resolution`` as its height and width
     sized: bool = True
 
-    def call_kwargs(self, cfg: TrainConfig, cached: bool) -> dict[str, Any]:
-        """The pipeline call's own arguments (``cached``: the in-memory model's call, from the cached embeddings;
-        else the reloaded pipeline's, from the prompt); none here."""
+    def call_kwargs(self, options: FamilyOptions, cached: bool) -> dict[str, Any]:
+        """The pipeline call's own arguments (``options``: the run's ``cfg.family_options``; ``cached``: the in-memory
+        model's call, from the cached embeddings; else the reloaded pipeline's, from the prompt); none here."""
         return {}
 
-    def cached_inputs(self, comps: Components, cond: dict[str, Any], cfg: TrainConfig) -> dict[str, Any]:
-        """The in-memory call's inputs: the cached conditioning ``cond``, ``--num_validation_images`` of it."""
-        return {"num_images_per_prompt": cfg.validation.num_validation_images, **cond}
+    def cached_inputs(self, comps: Components, cond: dict[str, Any], validation: ValidationOptions) -> dict[str, Any]:
+        """The in-memory call's inputs: the cached conditioning ``cond``, ``--num_validation_images`` of it
+        (``validation``: the run's ``cfg.validation``)."""
+        return {"num_images_per_prompt": validation.num_validation_images, **cond}
 
     def prompt_inputs(self, pipe, prompt: str, num_images: int) -> dict[str, Any]:
         """The reloaded pipeline's inputs: ``num_images`` images of ``prompt``."""
@@ -354,7 +358,7 @@ class PipelineSamples(DiffusionSamples):
                 guidance_scale=cfg.validation.validation_guidance_scale,
                 generator=generator,
                 **inputs,
-                **self.call_kwargs(cfg, cached),
+                **self.call_kwargs(cfg.family_options, cached),
             ).images
 
     def generate(
@@ -364,7 +368,7 @@ class PipelineSamples(DiffusionSamples):
         import diffusers  # slow: only at validation
 
         device = next(model.parameters()).device
-        inputs = self.cached_inputs(comps, cond, cfg)
+        inputs = self.cached_inputs(comps, cond, cfg.validation)
         with vae_on(comps, device) as vae:
             pipe = getattr(diffusers, self.pipeline)(
                 **dict.fromkeys(self.text_parts), vae=vae, transformer=model, scheduler=self.sampler(comps)
@@ -416,7 +420,7 @@ class DiffusionPlan(ABC):
         out = []
         for config in set_configs(cfg):  # each data set's sizes (one config without --dataset_config)
             stride = None if buckets is None or buckets.square_only(config) else int(buckets.bucket_stride(config))
-            out += image_pixel_batches(config, stride)
+            out += image_pixel_batches(config.data, config.training, stride)
         return distinct(out)
 
     def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:

@@ -41,7 +41,7 @@ from dit_lora.kit.conditioning import keep_card_input
 from dit_lora.kit.text_conditioned import TextSettingsSetup
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 #: the columns read when the family's column option is unset, in this order (the first a metadata file has wins)
 CONTROL_COLUMNS = ("control_image", "control_images", "edit_image", "control_path")
@@ -218,14 +218,16 @@ class ControlSetup(TextSettingsSetup, ABC):
         is the model card's image to edit (:func:`~.conditioning.keep_card_input`)."""
         paths = validation_control_paths(cfg, samples)
         if cfg.validation.validation_prompt:
-            self.keep_validation_controls(comps, cfg, paths)
+            self.keep_validation_controls(comps, cfg.data, cfg.validation, paths)
         if paths and unreadable(paths[0]) is None:  # an unreadable one without validation: the card keeps its name
             keep_card_input(cfg, paths[0])
 
     @abstractmethod
-    def keep_validation_controls(self, comps: Components, cfg: TrainConfig, paths: list[str]) -> None:
+    def keep_validation_controls(
+        self, comps: Components, data: DataOptions, validation: ValidationOptions, paths: list[str]
+    ) -> None:
         """Keep what the validation samples need of their control images ``paths`` (none: refused, naming
-        ``--validation_image``)."""
+        ``--validation_image``; ``data``, ``validation``: the run's ``cfg.data`` and ``cfg.validation``)."""
 
 
 def control_pixels(sample, path: str, crop: tuple[bool, int]) -> torch.Tensor:

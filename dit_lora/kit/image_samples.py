@@ -21,7 +21,7 @@ from dit_lora.kit.components import vae_on
 from dit_lora.kit.sampling import square_images
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 
 @contextmanager
@@ -61,9 +61,11 @@ class SquareImageSamples(ABC):
         """The in-memory pipeline's scheduler (the checkpoint's own sampler)."""
 
     @abstractmethod
-    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
+    def cached_kwargs(
+        self, cond: dict[str, Any], device: torch.device, data: DataOptions, validation: ValidationOptions
+    ) -> dict[str, Any]:
         """The in-memory call's arguments: the cached embeddings ``cond`` (for ``--num_validation_images``
-        images), guidance and the rest."""
+        images), guidance and the rest (``data``, ``validation``: the run's ``cfg.data`` and ``cfg.validation``)."""
 
     @abstractmethod
     def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
@@ -80,7 +82,8 @@ class SquareImageSamples(ABC):
             )
             pipe.set_progress_bar_config(disable=True)
             with self.decoding(pipe):
-                return square_images(pipe, cfg, seed, device, **self.cached_kwargs(cond, device, cfg))
+                kwargs = self.cached_kwargs(cond, device, cfg.data, cfg.validation)
+                return square_images(pipe, cfg.data, cfg.validation, seed, device, **kwargs)
 
     def generate_with_pipeline(
         self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
@@ -88,7 +91,13 @@ class SquareImageSamples(ABC):
         """Images of ``prompt`` from the reloaded pipeline at the run's validation settings."""
         with self.decoding(pipe):
             return square_images(
-                pipe, cfg, seed, pipe.transformer.device, prompt, **self.prompt_kwargs(cfg, num_images)
+                pipe,
+                cfg.data,
+                cfg.validation,
+                seed,
+                pipe.transformer.device,
+                prompt,
+                **self.prompt_kwargs(cfg, num_images),
             )
 
     def decoding(self, pipe: Any) -> Any:

@@ -17,7 +17,7 @@ from dit_lora.kit.loader import model_class
 from dit_lora.kit.sampling import flow_sampler, square_images
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, ValidationOptions
 
 #: pixels per token side: the VAE's 8x times the 2 x 2 packing (the pipelines take sizes divisible by 16)
 LATENT_STRIDE = 16
@@ -89,7 +89,8 @@ def packed_samples(
     model: torch.nn.Module,
     pipeline: str,
     cond: dict[str, Any],
-    cfg: TrainConfig,
+    data: DataOptions,
+    validation: ValidationOptions,
     seed: int,
     *,
     keys: tuple[str, ...],
@@ -99,16 +100,17 @@ def packed_samples(
     """Validation images from the in-memory transformer through ``pipeline`` (its diffusers class name, built with the
     checkpoint's sampler and without its ``text_parts``): the cached conditioning ``keys`` each repeated per image
     (the pipeline repeats only what it encodes itself), the validation guidance scale, the packed latents decoded by
-    :func:`decode_packed` with the VAE moved in; ``call``: the pipeline call's other arguments (Kontext's image)."""
-    device, copies = next(model.parameters()).device, cfg.validation.num_validation_images
+    :func:`decode_packed` with the VAE moved in; ``call``: the pipeline call's other arguments (Kontext's image);
+    ``data``, ``validation``: the run's ``cfg.data`` and ``cfg.validation``."""
+    device, copies = next(model.parameters()).device, validation.num_validation_images
     with vae_on(comps, device) as vae:
         pipe: Any = model_class("diffusers", pipeline)(
             scheduler=flow_sampler(comps), vae=vae, transformer=model, **dict.fromkeys(text_parts)
         )
         pipe.set_progress_bar_config(disable=True)
         embeds = {k: cond[k].to(device).repeat_interleave(copies, 0) for k in keys}
-        guidance = cfg.validation.validation_guidance_scale
+        guidance = validation.validation_guidance_scale
         tokens: Any = square_images(
-            pipe, cfg, seed, device, output_type="latent", guidance_scale=guidance, **embeds, **call
+            pipe, data, validation, seed, device, output_type="latent", guidance_scale=guidance, **embeds, **call
         )
-        return decode_packed(pipe, vae, tokens, cfg.data.resolution, cfg.data.resolution)
+        return decode_packed(pipe, vae, tokens, data.resolution, data.resolution)

@@ -20,7 +20,7 @@ from dit_lora.contract.family import Components
 from dit_lora.kit.loader import model_class
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions
 
 #: what an ``encode_prompt`` returns for the captions (then the same for the negative), by what a family caches
 EMBEDS = ("prompt_embeds",)
@@ -49,26 +49,26 @@ def caption_length(text: TextSettings | None, default: int) -> int:
 
 @dataclass(frozen=True)
 class CaptionLength:
-    """A pipeline's caption length, its ``encode_prompt``'s ``max_sequence_length``: called with the run's config,
-    ``--max_sequence_length``, else the pipeline's ``default``."""
+    """A pipeline's caption length, its ``encode_prompt``'s ``max_sequence_length``: called with the run's data
+    options (``cfg.data``), ``--max_sequence_length``, else the pipeline's ``default``."""
 
     #: the pipeline's default ``max_sequence_length``
     default: int
 
-    def __call__(self, cfg: TrainConfig) -> int:
+    def __call__(self, data: DataOptions) -> int:
         """``--max_sequence_length``, else :attr:`default`."""
-        return cfg.data.max_sequence_length or self.default
+        return data.max_sequence_length or self.default
 
-    def settings(self, cfg: TrainConfig) -> TextSettings:
+    def settings(self, data: DataOptions) -> TextSettings:
         """The run's text settings of a family whose captions have only a length (no instruction)."""
-        return TextSettings(max_sequence_length=self(cfg))
+        return TextSettings(max_sequence_length=self(data))
 
-    def snippet_args(self, cfg: TrainConfig) -> list[str]:
+    def snippet_args(self, data: DataOptions) -> list[str]:
         """The model card snippet's call argument for the run's caption length, when it is not the pipeline's own
         (the consumer then encodes its prompts as training did); none when it is."""
-        if self(cfg) == self.default:
+        if self(data) == self.default:
             return []
-        return [f"max_sequence_length={self(cfg)},  # the caption length training used"]
+        return [f"max_sequence_length={self(data)},  # the caption length training used"]
 
     def recorded(self, text: TextSettings | None) -> int:
         """:func:`caption_length` of the run's text settings (:attr:`default` before they are recorded)."""

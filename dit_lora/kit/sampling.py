@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, ValidationOptions
 
 
 def checkpoint_sampler(config: dict | None, fallback: str | None):
@@ -35,17 +35,19 @@ def flow_sampler(comps) -> Any:
     return FlowMatchEulerDiscreteScheduler.from_config(config) if config else comps.scheduler
 
 
-def square_images(pipe, cfg: TrainConfig, seed: int, device, *prompt: Any, **kwargs: Any) -> list:
-    """``pipe(*prompt, **kwargs)``'s images at ``cfg.data.resolution`` square with
-    ``cfg.validation.validation_inference_steps`` steps, seeded with ``seed`` on ``device`` (one generator per
+def square_images(
+    pipe, data: DataOptions, validation: ValidationOptions, seed: int, device, *prompt: Any, **kwargs: Any
+) -> list:
+    """``pipe(*prompt, **kwargs)``'s images at ``data.resolution`` square with ``validation.validation_inference_steps``
+    steps (the run's ``cfg.data`` and ``cfg.validation``), seeded with ``seed`` on ``device`` (one generator per
     call, so each validation draws the same noise)."""
     generator = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         return pipe(
             *prompt,
-            height=cfg.data.resolution,
-            width=cfg.data.resolution,
-            num_inference_steps=cfg.validation.validation_inference_steps,
+            height=data.resolution,
+            width=data.resolution,
+            num_inference_steps=validation.validation_inference_steps,
             generator=generator,
             **kwargs,
         ).images

@@ -69,7 +69,7 @@ class LengthCaptions:
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length (the only text setting)."""
-        return self.caption_length.settings(cfg)
+        return self.caption_length.settings(cfg.data)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype and caption length, what the family adds (and a
@@ -78,7 +78,7 @@ class LengthCaptions:
             cfg,
             identity_family(self),
             stamp_key=self.stamp_key,
-            max_sequence_length=self.caption_length(cfg),
+            max_sequence_length=self.caption_length(cfg.data),
             **dict(self.identity_extra),
         )
 

@@ -14,7 +14,7 @@ from dit_lora.data.text_padding import used_text_length
 from dit_lora.kit.components import DiffusionData, prepare_and_release
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig
 
 
 def cached_text_length(
@@ -46,13 +46,13 @@ class TrimmedTextData(DiffusionData):
     """``FamilySpec.data``: the standard image data, then (cached; the family's ``option`` on, where it has one) the
     caption length every batch is cut to, recorded in the run state's ``text_tokens``.
 
-    ``length``: the run's padded caption length (``cfg`` -> tokens); ``state``: the run state of the components;
+    ``length``: the run's padded caption length (``cfg.data`` -> tokens); ``state``: the run state of the components;
     ``mask_key``: the cached caption mask; ``option``: the family option that turns the cut off (None: always on).
     """
 
     def __init__(
         self,
-        length: Callable[[TrainConfig], int],
+        length: Callable[[DataOptions], int],
         state: Callable[[Components], Any],
         *,
         mask_key: str = "prompt_attention_mask",
@@ -66,7 +66,7 @@ class TrimmedTextData(DiffusionData):
         enabled = bool(getattr(cfg.family_options, self.option)) if self.option else True
         self.state(comps).text_tokens = cached_text_length(
             data,
-            self.length(cfg),
+            self.length(cfg.data),
             accelerator,
             mask_key=self.mask_key,
             enabled=enabled,

@@ -17,7 +17,7 @@ from dit_lora.data.video_prepare import VideoMedia
 from dit_lora.kit.components import DiffusionData
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import TrainConfig, TrainingOptions, VideoOptions
 
 
 def clip_buckets(
@@ -46,12 +46,15 @@ def clip_buckets(
     return automatic_buckets((frames, height, width), size_multiple)
 
 
-def clip_batches(cfg: TrainConfig, buckets: list[tuple[int, int, int]]) -> list[tuple[str, tuple[int, ...]]]:
+def clip_batches(
+    video: VideoOptions, training: TrainingOptions, buckets: list[tuple[int, int, int]]
+) -> list[tuple[str, tuple[int, ...]]]:
     """One clip micro-batch ``(B, F, 3, H, W)`` per ``--frame_buckets`` entry; of the automatic set, the bucket of
-    the most tokens (every automatic bucket has at most the default's tokens: plan the worst)."""
-    if not cfg.video.frame_buckets:
+    the most tokens (every automatic bucket has at most the default's tokens: plan the worst; ``video``,
+    ``training``: a data set's ``cfg.video`` and ``cfg.training``)."""
+    if not video.frame_buckets:
         buckets = [most_tokens(buckets)]
-    return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+    return [(f"{f} x {h} x {w}", (training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
 
 
 class ClipData(DiffusionData):
@@ -76,7 +79,11 @@ class ClipPlan:
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
         """:func:`clip_batches` of the run's buckets (each data set's, with --dataset_config)."""
         return distinct(
-            [b for c in set_configs(cfg, frames=self.task) for b in clip_batches(c, self.task.video_buckets(c))]
+            [
+                b
+                for c in set_configs(cfg, frames=self.task)
+                for b in clip_batches(c.video, c.training, self.task.video_buckets(c))
+            ]
         )
 
 

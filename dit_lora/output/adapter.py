@@ -188,7 +188,7 @@ def write_adapter(
             )
         extras = spec.adapter_extras
         if extras is not None and comps is not None and cfg is not None:
-            extras.save_adapter_extras(staging, comps, cfg)
+            extras.save_adapter_extras(staging, comps, cfg.family_options)
         if backbone:
             save_file(
                 {_plain_name(k): v for k, v in backbone.items()},

@@ -55,7 +55,7 @@ from dit_lora.output.comfyui_types import (
 )
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions
 
 #: the most a run writes by itself as a LoKr's or LoHa's fused ``.diff`` weights (HunyuanVideo 1.5's 8.3B transformer:
 #: about 5.4 GiB, one fp32 update of each stream's q/k/v a block); above it ``dit-lora export`` writes it on request
@@ -250,7 +250,7 @@ class FusedExport(RenamedExport):
             for name, (rows, shares, columns, itemsize) in fused.items()
         )
 
-    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
+    def save_adapter_extras(self, output_dir: Path, comps, options: FamilyOptions) -> None:
         """:meth:`RenamedExport.save_adapter_extras`, but a LoKr/LoHa adapter whose fused ``.diff`` weights would
         exceed :data:`AUTO_DIFF_BYTES` gets one line instead, naming the size and the export command: a run (and its
         EMA and named copies) does not fill the disk with gigabytes nobody asked for."""
@@ -270,7 +270,7 @@ class FusedExport(RenamedExport):
                     "adapter's ComfyUI file stays small: its fused q/k/v stay low-rank)."
                 )
                 return
-        super().save_adapter_extras(output_dir, comps, cfg)
+        super().save_adapter_extras(output_dir, comps, options)
 
     def convert(self, layers: dict[str, Layer], source: str) -> dict[str, torch.Tensor]:
         """LoRA: BFL's names, the fused parts fused, the swapped halves swapped back; a LoRA bias refused. LoKr

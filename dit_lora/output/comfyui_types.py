@@ -46,7 +46,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions
 
 LORA, DORA, LOKR, LOHA = "lora", "dora", "lokr", "loha"
 #: the types a ComfyUI export reproduces (an ``Exports``' ``export_types``: ``dit-lora export`` refuses the others)
@@ -347,8 +347,8 @@ class RenamedExport:
             raise UserError(self.wrong_format.format(family=self.family, fmt=fmt))
         return self.write(Path(output_dir))
 
-    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
-        """The ComfyUI file beside the adapter the run just wrote (``comps`` and ``cfg`` are not needed); one line
+    def save_adapter_extras(self, output_dir: Path, comps, options: FamilyOptions) -> None:
+        """The ComfyUI file beside the adapter the run just wrote (``comps`` and ``options`` are not needed); one line
         instead for a DoRA adapter or one the export refuses (a run must finish; ``dit-lora export`` refuses it in
         full)."""
         if is_dora_file(run_adapter_file(Path(output_dir), self.family)):
@@ -378,7 +378,7 @@ class PrefixedExports(RenamedExport):
         """Whether ComfyUI's key map of the family has the diffusers module ``module``."""
         return self.key_map(module)
 
-    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
+    def save_adapter_extras(self, output_dir: Path, comps, options: FamilyOptions) -> None:
         """``FamilySpec.adapter_extras``: a LoKr/LoHa run (PEFT's file, whose ``base_model.model.`` keys ComfyUI
         does not map) also writes its ComfyUI file beside the adapter; a LoRA run needs none (diffusers' file loads
         in ComfyUI as it is) and a DoRA run gets none (one line says why)."""

@@ -217,7 +217,7 @@ def _card_metadata(spec: FamilySpec, cfg: TrainConfig, base_model):
         base_model=base_model,
         library_name=spec.info.library_name,
         pipeline_tag=spec.info.pipeline_tag,
-        license=card.base_model_license(cfg) if card else None,
+        license=card.base_model_license(cfg.model) if card else None,
         tags=[
             "lora",
             "dit-lora",

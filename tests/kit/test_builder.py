@@ -97,7 +97,7 @@ class Exported:
 
 
 class ExportedBeside(Exported):
-    def save_adapter_extras(self, output_dir, comps, cfg):
+    def save_adapter_extras(self, output_dir, comps, options):
         pass
 
 

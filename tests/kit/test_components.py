@@ -384,7 +384,7 @@ class Pipeline:
 class Samples(base.PipelineSamples):
     pipeline = "RecordingPipeline"
 
-    def call_kwargs(self, cfg, cached):
+    def call_kwargs(self, options, cached):
         return {"cached": cached}
 
 
@@ -426,8 +426,8 @@ class ClassSamples(base.PipelineSamples):
     text_parts = ()
     sized = False
 
-    def cached_inputs(self, comps, cond, cfg):
-        return {"class_labels": [cond["label"]] * cfg.validation.num_validation_images}
+    def cached_inputs(self, comps, cond, validation):
+        return {"class_labels": [cond["label"]] * validation.num_validation_images}
 
     def prompt_inputs(self, pipe, prompt, num_images):
         return {"class_labels": [len(prompt)] * num_images}

@@ -222,7 +222,7 @@ def test_a_dataset_is_refused_for_an_edit_model_in_one_paragraph():
 class KeptSetup(ControlSetup):
     """An edit family's setup that records the validation controls it is handed."""
 
-    def keep_validation_controls(self, comps, cfg, paths):
+    def keep_validation_controls(self, comps, data, validation, paths):
         comps.state.kept = paths
 
 

@@ -40,7 +40,7 @@ class Samples(SquareImageSamples, DiffusionSamples):
     def sampler(self, comps):
         return "sampler"
 
-    def cached_kwargs(self, cond, device, cfg):
+    def cached_kwargs(self, cond, device, data, validation):
         return {"prompt_embeds": cond["prompt_embeds"], "guidance_scale": 4.0}
 
     def prompt_kwargs(self, cfg, num_images):

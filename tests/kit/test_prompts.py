@@ -69,10 +69,10 @@ def test_a_caption_length_is_the_flag_else_the_pipelines_default_and_what_the_ru
     from dit_lora.kit.prompts import CaptionLength
 
     length = CaptionLength(300)
-    cfg = SimpleNamespace(data=SimpleNamespace(max_sequence_length=None))
-    assert length(cfg) == 300 and length.settings(cfg) == TextSettings(max_sequence_length=300)
-    cfg.data.max_sequence_length = 77
-    assert length(cfg) == 77 and length.settings(cfg).max_sequence_length == 77
+    data = SimpleNamespace(max_sequence_length=None)
+    assert length(data) == 300 and length.settings(data) == TextSettings(max_sequence_length=300)
+    data.max_sequence_length = 77
+    assert length(data) == 77 and length.settings(data).max_sequence_length == 77
     assert length.recorded(None) == 300 and length.recorded(TextSettings(max_sequence_length=64)) == 64
 
 

@@ -20,7 +20,7 @@ def test_the_call_has_the_run_size_steps_and_a_seeded_generator():
     cfg = SimpleNamespace(data=SimpleNamespace(resolution=64),
                           validation=SimpleNamespace(validation_inference_steps=3))
     pipe = _Pipe()
-    assert square_images(pipe, cfg, 7, "cpu", "a prompt", guidance_scale=4.5) == ["image"]
+    assert square_images(pipe, cfg.data, cfg.validation, 7, "cpu", "a prompt", guidance_scale=4.5) == ["image"]
     generator = pipe.kwargs.pop("generator")
     assert pipe.prompt == ("a prompt",) and not pipe.grad
     assert pipe.kwargs == {"height": 64, "width": 64, "num_inference_steps": 3, "guidance_scale": 4.5}

@@ -16,7 +16,7 @@ from dit_lora.families.chroma.encoders import max_sequence_length
 from dit_lora.kit.adapter import KitCard
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 #: the snippet's prompt encoding: the pipeline's own, its masks then made boolean as training used them
 ENCODE = (
@@ -34,7 +34,7 @@ class ChromaCard(KitCard):
 
     snippet_fields = {"to_comment": "  # or pipe.enable_model_cpu_offload()"}
 
-    def prompt_args(self, cfg: TrainConfig) -> list[str]:
+    def prompt_args(self, data: DataOptions, validation: ValidationOptions) -> list[str]:
         """The encoded caption and the empty negative's, their masks boolean."""
         return [
             "prompt_embeds=embeds, prompt_attention_mask=mask.bool(),",
@@ -43,12 +43,12 @@ class ChromaCard(KitCard):
 
     def snippet_parts(self, cfg: TrainConfig) -> dict[str, Any]:
         """The pipeline's own prompt encoding before the call."""
-        return {"before_call": ENCODE.format(prompt=self.prompt(cfg), length=max_sequence_length(cfg))}
+        return {"before_call": ENCODE.format(prompt=self.prompt(cfg.validation), length=max_sequence_length(cfg.data))}
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the caption length and the attention mask training used."""
         return {
-            **self.flow_rows(cfg, "chroma_shift"),
-            "max_sequence_length": max_sequence_length(cfg),
+            **self.flow_rows(cfg.family_options, "chroma_shift"),
+            "max_sequence_length": max_sequence_length(cfg.data),
             "attention_mask": "boolean: the caption's tokens and its first padding token",
         }

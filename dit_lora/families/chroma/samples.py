@@ -31,7 +31,7 @@ class ChromaSamples(DiffusionSamples):
     ) -> list:
         """Images from the in-memory transformer and the validation prompt's embeddings and masks, each repeated per
         image (the pipeline repeats only what it encodes itself), the VAE moved in to decode."""
-        return packed_samples(comps, model, "ChromaPipeline", cond, cfg, seed, keys=CONDITIONING)
+        return packed_samples(comps, model, "ChromaPipeline", cond, cfg.data, cfg.validation, seed, keys=CONDITIONING)
 
     def generate_with_pipeline(
         self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
@@ -44,7 +44,7 @@ class ChromaSamples(DiffusionSamples):
                 negative_prompt="",
                 device=pipe.transformer.device,
                 num_images_per_prompt=num_images,
-                max_sequence_length=max_sequence_length(cfg),
+                max_sequence_length=max_sequence_length(cfg.data),
             )
         kwargs = {
             "prompt_embeds": embeds,
@@ -53,4 +53,4 @@ class ChromaSamples(DiffusionSamples):
             "negative_prompt_attention_mask": negative_mask > 0,
             "guidance_scale": cfg.validation.validation_guidance_scale,
         }
-        return square_images(pipe, cfg, seed, pipe.transformer.device, **kwargs)
+        return square_images(pipe, cfg.data, cfg.validation, seed, pipe.transformer.device, **kwargs)

@@ -3,7 +3,7 @@ loaded back into the pipeline, and the model card's usage snippet, rows and lice
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.data.frames import describe_buckets
@@ -12,18 +12,20 @@ from dit_lora.kit.adapter import KitAdapter, KitCard, Snippet, image_call_args, 
 from dit_lora.output.video import snippet_write_video
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, TrainConfig
+    from dit_lora.families.cogvideox.options import CogVideoXOptions
 
 
 class CogVideoXAdapter(KitAdapter):
     """``FamilySpec.adapter``: the pipeline's ``save_lora_weights`` and ``load_lora_weights``, the reloaded
     pipeline in the run's dtype (its VAE too) with the run's VAE slicing and tiling."""
 
-    def fit_loaded(self, pipe, cfg: TrainConfig) -> None:
+    def fit_loaded(self, pipe, options: FamilyOptions) -> None:
         """``--enable_slicing`` and ``--enable_tiling`` on the reloaded pipeline's VAE."""
-        if cfg.family_options.enable_slicing:
+        vae_options = cast("CogVideoXOptions", options)
+        if vae_options.enable_slicing:
             pipe.vae.enable_slicing()
-        if cfg.family_options.enable_tiling:
+        if vae_options.enable_tiling:
             pipe.vae.enable_tiling()
 
 
@@ -36,14 +38,14 @@ class CogVideoXCard(KitCard):
         super().__init__(info)
         self.video = video
 
-    def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
+    def snippet_image(self) -> tuple[str, str, str]:
         """(extra import, lines before the call, argument) for the snippet's conditioning image (none here)."""
         return "", "", ""
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The pipeline with the adapter loaded, one video of the run's first bucket, written as MP4."""
         frames, height, width = self.video.video_buckets(cfg)[0]
-        extra_import, before, image_arg = self.snippet_image(cfg)
+        extra_import, before, image_arg = self.snippet_image()
         imports, image = image_lines(extra_import, image_arg)
         tiling = "pipe.vae.enable_tiling()  # decode in tiles: much less memory\n"
         return Snippet(
@@ -56,10 +58,10 @@ class CogVideoXCard(KitCard):
             before_call=before,
             output="video",
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *image,
                 f"num_frames={frames}, height={height}, width={width},",
-                *image_call_args(cfg)[1:],
+                *image_call_args(cfg.data, cfg.validation)[1:],
             ],
             tail=snippet_write_video(self.video.model_info(cfg).fps),
         )

@@ -103,10 +103,10 @@ class CogVideoXI2VSamples(CogVideoXSamples):
 class CogVideoXI2VCard(CogVideoXCard):
     """``FamilySpec.card`` of image-to-video: the snippet loads the first frame; the conditioning rows."""
 
-    def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
-        """The kit's first frame: ``load_image`` of ``--validation_image`` (or a placeholder name), passed as
-        ``image=``."""
-        return first_frame_image(cfg)
+    def snippet_image(self) -> tuple[str, str, str]:
+        """The kit's first frame (:func:`~dit_lora.kit.adapter.first_frame_image`): the one the run wrote beside the
+        adapter, loaded with ``load_image``, passed as ``image=``."""
+        return first_frame_image()
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The text-to-video rows and the first frame's noise and dropout."""

@@ -21,12 +21,13 @@ from dit_lora.kit.peft_capable import PeftFitting
 from dit_lora.output.names import CLASSES_FILE
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, TrainConfig, TrainingOptions
 
 
-def trained_classes(cfg: TrainConfig) -> tuple[list[str] | None, int | None]:
-    """(class names, class count) of the adapter the run saved in ``--output_dir`` (the model card's source)."""
-    info = read_classes(cfg.training.output_dir) if cfg.training.output_dir else None
+def trained_classes(training: TrainingOptions) -> tuple[list[str] | None, int | None]:
+    """(class names, class count) of the adapter the run saved in ``--output_dir`` (the model card's source;
+    ``training``: the run's ``cfg.training``)."""
+    info = read_classes(training.output_dir) if training.output_dir else None
     return (info["classes"], info["num_classes"]) if info else (None, None)
 
 
@@ -55,7 +56,7 @@ class DiTFitting(PeftFitting):
 class DiTAdapterExtras:
     """``FamilySpec.adapter_extras``: the run's label map beside the adapter."""
 
-    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
+    def save_adapter_extras(self, output_dir: Path, comps: Components, options: FamilyOptions) -> None:
         """The label map the setup component built (``dit_lora_classes.json``)."""
         state = run_state(comps)
         if state.classes is not None:
@@ -79,11 +80,11 @@ class DiTCard(KitCard):
 
     def call_args(self, cfg: TrainConfig) -> list[str]:
         """The class ids, then the kit's steps, guidance and seed (DiTPipeline samples at its native size)."""
-        return ["class_labels=class_ids,", *image_call_args(cfg)[1:]]
+        return ["class_labels=class_ids,", *image_call_args(cfg.data, cfg.validation)[1:]]
 
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The kit's PEFT-format snippet in the dtype the machine has, the validation class's ids looked up first."""
-        trained = trained_classes(cfg)[0]
+        trained = trained_classes(cfg.training)[0]
         classes = (
             split_class_names(cfg.validation.prompts[0], set(trained or []))
             if cfg.validation.prompts
@@ -98,7 +99,7 @@ class DiTCard(KitCard):
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The trained classes and whether the class embedding was resized."""
-        classes, num_classes = trained_classes(cfg)
+        classes, num_classes = trained_classes(cfg.training)
         classes = classes or []
         shown = ", ".join(classes[:20]) + (", ..." if len(classes) > 20 else "")
         return {

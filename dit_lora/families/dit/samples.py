@@ -12,7 +12,7 @@ from dit_lora.families.dit.state import run_state
 from dit_lora.kit.components import PipelineSamples
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import ValidationOptions
 
 
 class DiTSamples(PipelineSamples):
@@ -24,15 +24,15 @@ class DiTSamples(PipelineSamples):
     sized = False  # DiTPipeline samples at the transformer's own size
     fallback_sampler = "DDIMScheduler"  # the checkpoint's sampler, DDIM when its config names no diffusers class
 
-    def cached_inputs(self, comps: Components, cond: dict[str, Any], cfg: TrainConfig) -> dict[str, Any]:
+    def cached_inputs(self, comps: Components, cond: dict[str, Any], validation: ValidationOptions) -> dict[str, Any]:
         """The ids of the prompt's classes in the run's label map."""
         label2id = run_state(comps).label2id
         if label2id is None:  # the data stage's inspect_samples builds it, before any validation
             raise RuntimeError("DiT's validation samples need the run's label map: DiTSetup.inspect_samples builds it")
-        prompt = cfg.validation.validation_prompt
+        prompt = validation.validation_prompt
         assert prompt is not None  # validation runs only with a --validation_prompt
         names = split_class_names(prompt, label2id)
-        return {"class_labels": [label2id[n] for n in names for _ in range(cfg.validation.num_validation_images)]}
+        return {"class_labels": [label2id[n] for n in names for _ in range(validation.num_validation_images)]}
 
     def prompt_inputs(self, pipe, prompt: str, num_images: int) -> dict[str, Any]:
         """The ids of the prompt's classes in the reloaded pipeline's ``labels`` (the trained names)."""

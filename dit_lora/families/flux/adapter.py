@@ -15,7 +15,7 @@ from dit_lora.kit.adapter import KitCard
 from dit_lora.kit.conditioning import card_input_source
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 
 class FluxCard(KitCard):
@@ -28,18 +28,18 @@ class FluxCard(KitCard):
         """Whether the card is Kontext's."""
         return self.info.pipeline_class_name == "FluxKontextPipeline"
 
-    def prompt_args(self, cfg: TrainConfig) -> list[str]:
+    def prompt_args(self, data: DataOptions, validation: ValidationOptions) -> list[str]:
         """The prompt; Kontext's image to edit after it, at the trained size: FluxKontextPipeline fits height x width
         into max_area (default 1024 x 1024) and snaps the image to its preferred ~1 MP sizes."""
         if not self.edits():
-            return super().prompt_args(cfg)
-        size = cfg.data.resolution
+            return super().prompt_args(data, validation)
+        size = data.resolution
         kept = [f"max_area={size * size}, _auto_resize=False,  # the trained size"] if size != 1024 else []
-        return [*super().prompt_args(cfg), "image=image,", *kept]
+        return [*super().prompt_args(data, validation), "image=image,", *kept]
 
     def extra_call_args(self, cfg: TrainConfig) -> list[str]:
         """The caption length, where it is not the pipeline's."""
-        return max_sequence_length.snippet_args(cfg)
+        return max_sequence_length.snippet_args(cfg.data)
 
     def snippet_parts(self, cfg: TrainConfig) -> dict[str, Any]:
         """Kontext's image to edit, loaded and fitted to the trained size before the call."""
@@ -55,7 +55,7 @@ class FluxCard(KitCard):
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the guidance the embedding was fed in training, and the caption length."""
         return {
-            **self.flow_rows(cfg, "flux_shift", unset="dynamic"),
+            **self.flow_rows(cfg.family_options, "flux_shift", unset="dynamic"),
             "flux_train_guidance": cfg.family_options.flux_train_guidance,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

@@ -46,7 +46,7 @@ from dit_lora.kit.edit_data import (
 from dit_lora.kit.packed import latent_ids, pack
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 PIPELINE = "FluxKontextPipeline"
 #: how Kontext names its edit data: diffusers' --cond_image_column, and a folder as musubi-tuner's control_directory
@@ -111,11 +111,13 @@ class KontextSetup(ControlSetup):
     """``FamilySpec.setup``: the kit's edit setup (FLUX.1's text settings, the crop the controls follow) and the
     validation control image."""
 
-    def keep_validation_controls(self, comps: Components, cfg: TrainConfig, paths: list[str]) -> None:
+    def keep_validation_controls(
+        self, comps: Components, data: DataOptions, validation: ValidationOptions, paths: list[str]
+    ) -> None:
         """Keep the validation control image (``--validation_image``, else the first sample's) at the run's size."""
         if not paths:
             raise UserError("FLUX.1 Kontext validation needs an image to edit: set --validation_image.")
-        run_state(comps).validation_control = fitted_control(paths[0], cfg.data.resolution)
+        run_state(comps).validation_control = fitted_control(paths[0], data.resolution)
 
 
 class KontextPlan(FluxPlan):
@@ -134,9 +136,9 @@ class KontextSamples(FluxSamples):
 
     pipeline = PIPELINE
 
-    def call_kwargs(self, comps: Components | None, cfg: TrainConfig) -> dict[str, Any]:
+    def call_kwargs(self, comps: Components | None, data: DataOptions) -> dict[str, Any]:
         """The control image at the run's size, kept there (``max_area``, no snap to the preferred resolutions)."""
-        size = cfg.data.resolution
+        size = data.resolution
         return {"image": to_pil(self.control(comps)), "max_area": size * size, "_auto_resize": False}
 
     def control(self, comps: Components | None) -> torch.Tensor:
@@ -146,12 +148,12 @@ class KontextSamples(FluxSamples):
             raise UserError("FLUX.1 Kontext validation needs an image to edit: set --validation_image.")
         return state.validation_control
 
-    def in_memory_kwargs(self, comps: Components, model: torch.nn.Module, cfg: TrainConfig) -> dict[str, Any]:
+    def in_memory_kwargs(self, comps: Components, model: torch.nn.Module, data: DataOptions) -> dict[str, Any]:
         """The control latents as the training encodes them (the run's fp32 VAE; the pipeline would encode the image
         in the transformer's dtype), kept at the run's size."""
         parameter = next(model.parameters())
         with vae_on(comps, parameter.device):
             pixels = self.control(comps)[None].to(parameter.device)
             latents = cast(torch.Tensor, self.encoders.encode_images(comps, pixels))
-        size = cfg.data.resolution
+        size = data.resolution
         return {"image": latents.to(parameter.dtype), "max_area": size * size, "_auto_resize": False}

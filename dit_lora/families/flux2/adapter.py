@@ -12,7 +12,7 @@ from dit_lora.kit.adapter import KitAdapter, KitCard
 from dit_lora.kit.loader import folder_pipeline
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, ModelOptions, TrainConfig
 
 
 class Flux2Adapter(KitAdapter):
@@ -31,17 +31,17 @@ class Flux2Adapter(KitAdapter):
         return {"tokenizer": AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)}
 
 
-def _snippet_encoding(cfg: TrainConfig, pipeline: str) -> list[str]:
+def _snippet_encoding(model: ModelOptions, data: DataOptions, pipeline: str) -> list[str]:
     """The call's prompt-encoding arguments where training's differ from the pipeline's defaults: the stacked text
     encoder layers (a reduced-depth encoder, such as the demo's, stacks its last layer instead: ``out_layers``) and
-    ``--max_sequence_length``."""
-    config = config_reader(cfg.model)("text_encoder", "config.json") or {}
+    ``--max_sequence_length`` (``model``, ``data``: the run's ``cfg.model`` and ``cfg.data``)."""
+    config = config_reader(model)("text_encoder", "config.json") or {}
     depth = (config.get("text_config") or config).get("num_hidden_layers")
     lines = []
     if depth is not None and out_layers(pipeline, int(depth)) != default_out_layers(pipeline):
         layers = out_layers(pipeline, int(depth))
         lines.append(f"text_encoder_out_layers={layers},  # the layers training stacked ({int(depth)}-layer encoder)")
-    return [*lines, *max_sequence_length.snippet_args(cfg)]
+    return [*lines, *max_sequence_length.snippet_args(data)]
 
 
 class Flux2Card(KitCard):
@@ -52,7 +52,7 @@ class Flux2Card(KitCard):
 
     def extra_call_args(self, cfg: TrainConfig) -> list[str]:
         """The stacked layers and caption length, where they are not the pipeline's."""
-        return _snippet_encoding(cfg, folder_pipeline(cfg.model, self.info.pipeline_classes))
+        return _snippet_encoding(cfg.model, cfg.data, folder_pipeline(cfg.model, self.info.pipeline_classes))
 
     def snippet_parts(self, cfg: TrainConfig) -> dict[str, Any]:
         """The folder's own pipeline class; FLUX.2 [dev]'s tokenizer folder names a PixtralProcessor, which needs
@@ -70,7 +70,7 @@ class Flux2Card(KitCard):
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the training guidance and the caption length."""
         return {
-            **self.flow_rows(cfg, "flux2_shift", unset="dynamic"),
+            **self.flow_rows(cfg.family_options, "flux2_shift", unset="dynamic"),
             "flux2_train_guidance": cfg.family_options.flux2_train_guidance,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

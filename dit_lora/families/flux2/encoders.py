@@ -73,7 +73,7 @@ class Flux2Encoders(LengthCaptions, DiffusionEncoders):
         """The model, its stamp, revision, variant, text dtype, caption length and stacked layers."""
         state = comps.state if comps is not None else None
         layers: dict[str, Any] = {"out_layers": list(state.out_layers)} if state is not None else {}
-        return encoder_identity(cfg, "flux2", max_sequence_length=max_sequence_length(cfg), **layers)
+        return encoder_identity(cfg, "flux2", max_sequence_length=max_sequence_length(cfg.data), **layers)
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """Pixels through the VAE (fp32, the distribution's mode), patchified and normalised: ``(B, 4C, H/16, W/16)``."""

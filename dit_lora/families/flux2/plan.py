@@ -35,4 +35,4 @@ class Flux2Plan(GuidedFlowPlan, DiffusionPlan):
         index = read("", "model_index.json") or {}
         parts = replace(PARTS, text_encoders=(TextEncoder(index_text_encoder(index)),))
         loaded = plan_parts(parts, cfg, read, depth, at_depth=self.units.at_depth)
-        return flux2_components(index_pipeline(index, PIPELINES), loaded, max_sequence_length.settings(cfg))
+        return flux2_components(index_pipeline(index, PIPELINES), loaded, max_sequence_length.settings(cfg.data))

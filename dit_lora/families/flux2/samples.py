@@ -17,13 +17,13 @@ from dit_lora.kit.components import DiffusionSamples, vae_on
 from dit_lora.kit.sampling import flow_sampler, square_images
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import TrainConfig, ValidationOptions
 
 
-def call_kwargs(cfg: TrainConfig, num_images: int) -> dict[str, Any]:
+def call_kwargs(validation: ValidationOptions, num_images: int) -> dict[str, Any]:
     """What both pipelines are called with besides :func:`square_images`' size, steps and seed: the image count and
-    the guidance."""
-    return {"num_images_per_prompt": num_images, "guidance_scale": cfg.validation.validation_guidance_scale}
+    the guidance (``validation``: the run's ``cfg.validation``)."""
+    return {"num_images_per_prompt": num_images, "guidance_scale": validation.validation_guidance_scale}
 
 
 def decode(pipe, vae, latents: torch.Tensor, height: int, width: int) -> list:
@@ -58,10 +58,14 @@ class Flux2Samples(DiffusionSamples):
                 scheduler=flow_sampler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model
             )
             pipe.set_progress_bar_config(disable=True)
-            kwargs = {"prompt_embeds": cond["prompt_embeds"], **call_kwargs(cfg, cfg.validation.num_validation_images)}
+            kwargs = {
+                "prompt_embeds": cond["prompt_embeds"],
+                **call_kwargs(cfg.validation, cfg.validation.num_validation_images),
+            }
             if state.pipeline_class == KLEIN_PIPELINE:
                 kwargs["negative_prompt_embeds"] = cond["negative_prompt_embeds"]
-            packed: Any = square_images(pipe, cfg, seed, device, output_type="latent", **kwargs)  # a tensor here
+            # a tensor here
+            packed: Any = square_images(pipe, cfg.data, cfg.validation, seed, device, output_type="latent", **kwargs)
             with torch.no_grad():
                 return decode(pipe, vae, packed, cfg.data.resolution, cfg.data.resolution)
 
@@ -70,6 +74,7 @@ class Flux2Samples(DiffusionSamples):
     ) -> list:
         """Images from the reloaded pipeline, its captions encoded as training encoded them."""
         layers = out_layers(type(pipe).__name__, text_depth(pipe.text_encoder))
-        kwargs = {"max_sequence_length": max_sequence_length(cfg), "text_encoder_out_layers": layers}
+        kwargs = {"max_sequence_length": max_sequence_length(cfg.data), "text_encoder_out_layers": layers}
         device = pipe.transformer.device
-        return square_images(pipe, cfg, seed, device, prompt=prompt, **kwargs, **call_kwargs(cfg, num_images))
+        call = call_kwargs(cfg.validation, num_images)
+        return square_images(pipe, cfg.data, cfg.validation, seed, device, prompt=prompt, **kwargs, **call)

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import FamilyOptions
 from dit_lora.families.hunyuanvideo15.encoders import max_sequence_length
 from dit_lora.families.hunyuanvideo15.model import tiled
 from dit_lora.kit.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet, VideoCard, first_frame_line, quoted
@@ -22,7 +23,7 @@ HUNYUANVIDEO15_VAE = "AutoencoderKLHunyuanVideo15"
 class HunyuanVideo15Adapter(KitAdapter):
     """``FamilySpec.adapter``: the kit's, the reloaded pipeline's VAE tiled as training's (:func:`~.model.tiled`)."""
 
-    def fit_loaded(self, pipe, cfg: TrainConfig) -> None:
+    def fit_loaded(self, pipe, options: FamilyOptions) -> None:
         """The VAE in tiles, one clip at a time."""
         tiled(pipe.vae)
 
@@ -53,9 +54,9 @@ class HunyuanVideo15Card(VideoCard, KitCard):
             load=load,
             before_to="pipe.vae.enable_tiling()  # its attention spans a whole clip: tiles keep the decode in memory\n",
             before_call=f"pipe.guider = ClassifierFreeGuidance(guidance_scale={guidance})  # the call takes none\n"
-            + (first_frame_line(cfg) if i2v else ""),
+            + (first_frame_line() if i2v else ""),
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *(["image=image,"] if i2v else [f"height={height}, width={width},"]),
                 f"num_frames={frames}, num_inference_steps={cfg.validation.validation_inference_steps},",
                 'output_type="pil",',
@@ -69,5 +70,5 @@ class HunyuanVideo15Card(VideoCard, KitCard):
             cfg,
             weighting_scheme=cfg.family_options.weighting_scheme,
             flow_shift=cfg.family_options.flow_shift or self.task.info(cfg).scheduler_shift,
-            max_sequence_length=max_sequence_length(cfg),
+            max_sequence_length=max_sequence_length(cfg.data),
         )

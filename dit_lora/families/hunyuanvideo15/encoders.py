@@ -125,7 +125,7 @@ class HunyuanVideo15Encoders(DiffusionEncoders):
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's Qwen2.5-VL caption length."""
-        return max_sequence_length.settings(cfg)
+        return max_sequence_length.settings(cfg.data)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp (VAE, both text encoders, SigLIP for image-to-video), revision, variant and text
@@ -136,7 +136,7 @@ class HunyuanVideo15Encoders(DiffusionEncoders):
             "family": "hunyuanvideo15",
             **model_identity(cfg, "model_stamp", stamped),
             "text_dtype": cfg.training.mixed_precision,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
             "latents": "posterior_mode_scaled_fp32",
             "vae_tiling": "256px_tiles_overlap_0.25",  # a clip over 256 px a side encodes in blended tiles
             **({"image_embeds": "siglip_first_frame"} if i2v else {}),

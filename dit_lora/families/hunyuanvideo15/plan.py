@@ -37,14 +37,14 @@ class HunyuanVideo15Plan(ClipPlan, DiffusionPlan):
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """The kit model's parts, the run's text settings recorded."""
         comps = super().plan_components(cfg, read, depth)
-        run_state(comps).text = TextSettings(max_sequence_length=max_sequence_length(cfg))
+        run_state(comps).text = TextSettings(max_sequence_length=max_sequence_length(cfg.data))
         return comps
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, Any]:
         """Qwen2.5-VL embeddings of the run's caption length with their counts, ByT5's with their mask, and the
         first frame's SigLIP tokens for image-to-video."""
         model: Any = comps.model
-        length, dtype = max_sequence_length(cfg), cfg.weight_dtype
+        length, dtype = max_sequence_length(cfg.data), cfg.weight_dtype
         out = {
             "prompt_embeds": torch.empty(batch_size, length, int(model.config.text_embed_dim), dtype=dtype),
             LENGTHS_KEY: torch.full((batch_size,), length),

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import ValidationOptions
 from dit_lora.contract.family import Components
 from dit_lora.families.hunyuanvideo15.encoders import padded_prompt
 from dit_lora.families.hunyuanvideo15.state import run_state
@@ -19,11 +20,11 @@ from dit_lora.kit.conditioning import kept_conditioning_image
 from dit_lora.kit.video_samples import VideoSamples
 
 
-def guider(cfg: TrainConfig) -> Any:
-    """Classifier-free guidance at ``--validation_guidance_scale``."""
+def guider(validation: ValidationOptions) -> Any:
+    """Classifier-free guidance at ``--validation_guidance_scale`` (``validation``: the run's ``cfg.validation``)."""
     from diffusers.guiders import ClassifierFreeGuidance
 
-    return ClassifierFreeGuidance(guidance_scale=cfg.validation.validation_guidance_scale)
+    return ClassifierFreeGuidance(guidance_scale=validation.validation_guidance_scale)
 
 
 class HunyuanVideo15Samples(VideoSamples, DiffusionSamples):
@@ -52,7 +53,7 @@ class HunyuanVideo15Samples(VideoSamples, DiffusionSamples):
 
     def generate(self, comps: Components, model, cond: dict[str, Any], cfg: TrainConfig, seed: int) -> list:
         """The kit's, with the run's guider."""
-        self.guider = guider(cfg)
+        self.guider = guider(cfg.validation)
         return super().generate(comps, model, cond, cfg, seed)
 
     def image_kwargs(self, comps: Components | None, cfg: TrainConfig) -> dict[str, Any]:
@@ -70,5 +71,5 @@ class HunyuanVideo15Samples(VideoSamples, DiffusionSamples):
 
     def reloaded_kwargs(self, pipe, cfg: TrainConfig, n: int, comps: Components | None) -> dict[str, Any]:
         """The image; the pipeline's guider set to the run's scale (it is a component, not a call argument)."""
-        pipe.guider = guider(cfg)
+        pipe.guider = guider(cfg.validation)
         return self.image_kwargs(comps, cfg)

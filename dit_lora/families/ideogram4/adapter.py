@@ -40,11 +40,11 @@ class Ideogram4Card(KitCard):
         length where it is not the pipeline's, the seed."""
         size, validation = cfg.data.resolution, cfg.validation
         return [
-            *self.prompt_args(cfg),
+            *self.prompt_args(cfg.data, cfg.validation),
             f"height={size}, width={size}, num_inference_steps={validation.validation_inference_steps},",
             f"guidance_scale={validation.validation_guidance_scale}, guidance_schedule=None,  # or the "
             "pipeline's own schedule: leave both out",
-            *max_sequence_length.snippet_args(cfg),
+            *max_sequence_length.snippet_args(cfg.data),
             SEED_ARGUMENT,
         ]
 
@@ -52,11 +52,11 @@ class Ideogram4Card(KitCard):
         """The density, the caption length, what the LoRA adapts, autocast, and ComfyUI."""
         options = cfg.family_options
         return {
-            **self.flow_rows(cfg),
+            **self.flow_rows(cfg.family_options),
             "logit_mean": f"{options.logit_mean} at 512 x 512 px, moved by 0.5 log(pixels / 512^2) (Ideogram4Pipeline's "
             "resolution-aware schedule)",
             "logit_std": options.logit_std,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
             "adapted": "the conditional transformer only (Ideogram4Pipeline loads a LoRA there; the unconditional "
             "transformer of its asymmetric guidance is left as it is)",
             "autocast": "off around the transformer (diffusers' README: autocast corrupts Ideogram 4's predictions)",

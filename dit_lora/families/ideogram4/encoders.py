@@ -93,7 +93,7 @@ class Ideogram4Encoders(DiffusionEncoders):
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length, the chat turn counted with each caption, a longer caption refused (the
         caption-length report stops the run on one before anything is encoded)."""
-        return TextSettings(max_sequence_length=max_sequence_length(cfg), prefix=CHAT_TURN, refused=True)
+        return TextSettings(max_sequence_length=max_sequence_length(cfg.data), prefix=CHAT_TURN, refused=True)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant and text dtype (a caption's features do not depend on the caption

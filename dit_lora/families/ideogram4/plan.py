@@ -24,7 +24,7 @@ class Ideogram4Plan(DiffusionPlan):
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, Any]:
         """The captions' features and their token counts, as empty tensors."""
         model: Any = comps.model  # the Ideogram4Transformer2DModel plan_components built
-        length = max_sequence_length(cfg)
+        length = max_sequence_length(cfg.data)
         return {
             "prompt_embeds": torch.empty(
                 batch_size, length, int(model.config.llm_features_dim), dtype=cfg.weight_dtype

@@ -20,7 +20,7 @@ from dit_lora.kit.loader import model_class
 from dit_lora.kit.sampling import square_images
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 
 def cached_prompt(cond: dict[str, Any]):
@@ -63,14 +63,25 @@ class Ideogram4Samples(DiffusionSamples):
         device = next(model.parameters()).device
         unconditional = Ideogram4Run.required(run_state(comps).unconditional, "unconditional")
         try:
-            return self.guided(comps, model, unconditional, cond, cfg, seed, device)
+            return self.guided(comps, model, unconditional, cond, cfg.data, cfg.validation, seed, device)
         except torch.OutOfMemoryError as err:  # its weights or the guided passes: the run keeps training
             torch.cuda.empty_cache()
             print(NO_ROOM.format(size=gib(unconditional), device=device, error=str(err).splitlines()[0][:120]))
             return []
 
-    def guided(self, comps, model, unconditional, cond: dict[str, Any], cfg: TrainConfig, seed: int, device) -> list:
-        """The stock pipeline's images with both transformers and the VAE on ``device``, back home after."""
+    def guided(
+        self,
+        comps,
+        model,
+        unconditional,
+        cond: dict[str, Any],
+        data: DataOptions,
+        validation: ValidationOptions,
+        seed: int,
+        device,
+    ) -> list:
+        """The stock pipeline's images with both transformers and the VAE on ``device``, back home after (``data``,
+        ``validation``: the run's ``cfg.data`` and ``cfg.validation``)."""
         with vae_on(comps, device) as vae, module_on(unconditional, device) as uncond:
             pipe = model_class("diffusers", "Ideogram4Pipeline")(
                 scheduler=self.sampler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model,
@@ -81,14 +92,21 @@ class Ideogram4Samples(DiffusionSamples):
             text = int(cond[LENGTHS_KEY][0])
             with torch.autocast(device.type, enabled=False):
                 return square_images(
-                    pipe, cfg, seed, device, cfg.validation.validation_prompt, **self.call_kwargs(cfg, text)
+                    pipe,
+                    data,
+                    validation,
+                    seed,
+                    device,
+                    validation.validation_prompt,
+                    **self.call_kwargs(validation, text),
                 )
 
-    def call_kwargs(self, cfg: TrainConfig, text: int) -> dict[str, Any]:
-        """Images per prompt, the constant guidance scale, ``text`` caption tokens."""
+    def call_kwargs(self, validation: ValidationOptions, text: int) -> dict[str, Any]:
+        """Images per prompt, the constant guidance scale, ``text`` caption tokens (``validation``: the run's
+        ``cfg.validation``)."""
         return {
-            "num_images_per_prompt": cfg.validation.num_validation_images,
-            "guidance_scale": cfg.validation.validation_guidance_scale,
+            "num_images_per_prompt": validation.num_validation_images,
+            "guidance_scale": validation.validation_guidance_scale,
             "guidance_schedule": None,
             "max_sequence_length": text,
         }
@@ -98,10 +116,10 @@ class Ideogram4Samples(DiffusionSamples):
     ) -> list:
         """Images of ``prompt`` from the reloaded pipeline at the run's validation settings, without autocast."""
         with torch.autocast(pipe.transformer.device.type, enabled=False):
-            return square_images(
-                pipe, cfg, seed, pipe.transformer.device, prompt, **self.prompt_kwargs(cfg, num_images)
-            )
+            kwargs = self.prompt_kwargs(cfg.data, cfg.validation, num_images)
+            return square_images(pipe, cfg.data, cfg.validation, seed, pipe.transformer.device, prompt, **kwargs)
 
-    def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
-        """Images per prompt, the constant guidance scale and the run's caption length."""
-        return {**self.call_kwargs(cfg, max_sequence_length(cfg)), "num_images_per_prompt": num_images}
+    def prompt_kwargs(self, data: DataOptions, validation: ValidationOptions, num_images: int) -> dict[str, Any]:
+        """Images per prompt, the constant guidance scale and the run's caption length (``data``, ``validation``: the
+        run's ``cfg.data`` and ``cfg.validation``)."""
+        return {**self.call_kwargs(validation, max_sequence_length(data)), "num_images_per_prompt": num_images}

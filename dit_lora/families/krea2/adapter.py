@@ -35,13 +35,13 @@ class Krea2Card(KitCard):
 
     def extra_call_args(self, cfg: TrainConfig) -> list[str]:
         """The caption length, where it is not the pipeline's."""
-        return max_sequence_length.snippet_args(cfg)
+        return max_sequence_length.snippet_args(cfg.data)
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the caption length, that no guidance embedding was fed, and ComfyUI."""
         return {
-            **self.flow_rows(cfg, "krea2_shift"),
-            "max_sequence_length": max_sequence_length(cfg),
+            **self.flow_rows(cfg.family_options, "krea2_shift"),
+            "max_sequence_length": max_sequence_length(cfg.data),
             "guidance": "none fed in training (Krea 2 has no guidance embedding; it samples with real CFG)",
             "sampling": "Krea's advice: sample with krea/Krea-2-Turbo (8 steps, guidance_scale 0.0), the adapter loaded "
             "there as above; Raw (the base trained here, and the run's validation samples) is not meant for inference",

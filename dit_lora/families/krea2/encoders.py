@@ -46,7 +46,7 @@ class Krea2Encoders(DiffusionEncoders):
         """The run's caption length (padded to it, as the pipeline does), its chat template's closing tokens inside
         it: the caption-length report counts them with each caption (the pipeline truncates the caption to make room
         for them)."""
-        return TextSettings(max_sequence_length=max_sequence_length(cfg), prefix=TEMPLATE_CLOSE)
+        return TextSettings(max_sequence_length=max_sequence_length(cfg.data), prefix=TEMPLATE_CLOSE)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype, caption length and tapped layers."""
@@ -54,7 +54,7 @@ class Krea2Encoders(DiffusionEncoders):
             layers = run_state(comps).select_layers
         else:  # `dit-lora check`: the folder's, as loading reads them
             layers = tapped_layers(read_component_config(cfg.model, "", "model_index.json") or {})
-        return encoder_identity(cfg, "krea2", max_sequence_length=max_sequence_length(cfg), layers=list(layers))
+        return encoder_identity(cfg, "krea2", max_sequence_length=max_sequence_length(cfg.data), layers=list(layers))
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """``(B, 3, H, W)`` -> ``(B, C, H/8, W/8)`` normalised latents (fp32)."""

@@ -26,7 +26,7 @@ class Krea2Plan(DiffusionPlan):
         """:func:`~dit_lora.families.krea2.model.krea2_components` of the kit's parts on the meta device, built from
         the configs ``read`` returns (``depth``: that many blocks)."""
         loaded = plan_parts(PARTS, cfg, read, depth, depth_key)
-        return krea2_components(loaded, Krea2Run(text=max_sequence_length.settings(cfg)))
+        return krea2_components(loaded, Krea2Run(text=max_sequence_length.settings(cfg.data)))
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """The caption states at the transformer's ``num_text_layers`` x ``text_hidden_dim`` and their boolean mask,

@@ -15,7 +15,7 @@ from dit_lora.kit.image_samples import SquareImageSamples
 from dit_lora.kit.sampling import flow_sampler
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 #: what a validation call takes from the cached conditioning (each repeated per image)
 CONDITIONING = ("prompt_embeds", "prompt_embeds_mask", "negative_prompt_embeds", "negative_prompt_embeds_mask")
@@ -31,16 +31,18 @@ class Krea2Samples(SquareImageSamples, DiffusionSamples):
         """The checkpoint's flow-matching sampler."""
         return flow_sampler(comps)
 
-    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
+    def cached_kwargs(
+        self, cond: dict[str, Any], device: torch.device, data: DataOptions, validation: ValidationOptions
+    ) -> dict[str, Any]:
         """The cached caption states and masks, each repeated per image, and the guidance scale."""
-        copies = cfg.validation.num_validation_images
+        copies = validation.num_validation_images
         embeds = {k: cond[k].to(device).repeat_interleave(copies, 0) for k in CONDITIONING}
-        return {**embeds, "guidance_scale": cfg.validation.validation_guidance_scale}
+        return {**embeds, "guidance_scale": validation.validation_guidance_scale}
 
     def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
         """Images per prompt, the guidance scale and the trained caption length."""
         return {
             "num_images_per_prompt": num_images,
             "guidance_scale": cfg.validation.validation_guidance_scale,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

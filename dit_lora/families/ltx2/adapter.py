@@ -41,7 +41,7 @@ class LTX2Card(VideoCard, KitCard):
                 *(IC_IMPORTS if ic else []),
             ],
             before_call=(
-                first_frame_line(cfg)
+                first_frame_line()
                 if i2v
                 else f"with av.open({json.dumps(reference_src)}) as clip:  # the reference clip, its frames\n"
                 "    frames = [frame.to_image() for frame in clip.decode(video=0)]\n"
@@ -51,12 +51,12 @@ class LTX2Card(VideoCard, KitCard):
             ),
             output="result",  # the frames and their sound (the tail writes both)
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *(["image=image,"] if i2v else []),
                 *([f"reference_conditions=[reference], reference_downscale_factor={factor},"] if ic else []),
-                *max_sequence_length.snippet_args(cfg),
+                *max_sequence_length.snippet_args(cfg.data),
                 f"num_frames={frames}, height={height}, width={width}, frame_rate={fps:g},",
-                *image_call_args(cfg)[1:],
+                *image_call_args(cfg.data, cfg.validation)[1:],
             ],
             tail=(
                 "video, audio = result.frames[0], result.audio[0]  # the frames and their sound\n"
@@ -72,7 +72,7 @@ class LTX2Card(VideoCard, KitCard):
             timesteps="shifted, stretched logit-normal (Lightricks' LTX-2 trainer)",
             audio=cfg.family_options.audio,
             audio_loss_weight=cfg.family_options.audio_loss_weight,
-            max_sequence_length=max_sequence_length(cfg),
+            max_sequence_length=max_sequence_length(cfg.data),
         )
         return {
             **rows,

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
-from dit_lora.config import TrainConfig
+from dit_lora.config.schema import FamilyOptions
+from dit_lora.families.ltx2.options import LTX2ICOptions
 from dit_lora.output.comfyui_types import SUFFIX, RenamedExport, RenameTable
 
 #: diffusers module name (after ``transformer.``) -> Lightricks' (ComfyUI's) name: ``comfyui.json``
@@ -111,9 +113,10 @@ class ICExports:
                 stamp_factor(path, factor)
         return written
 
-    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
-        """LTX-2's ComfyUI file, then ``reference_downscale_factor`` in every safetensors file the run wrote."""
-        self.exports.save_adapter_extras(output_dir, comps, cfg)
-        factor = int(cfg.family_options.reference_downscale_factor)
+    def save_adapter_extras(self, output_dir: Path, comps, options: FamilyOptions) -> None:
+        """LTX-2's ComfyUI file, then ``reference_downscale_factor`` in every safetensors file the run wrote (IC-LoRA's
+        options hold it)."""
+        self.exports.save_adapter_extras(output_dir, comps, options)
+        factor = int(cast(LTX2ICOptions, options).reference_downscale_factor)
         for path in sorted(Path(output_dir).glob("*.safetensors")):
             stamp_factor(path, factor)

@@ -80,13 +80,13 @@ class LTX2Encoders(DiffusionEncoders):
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length (a multiple of the connectors' registers: checked when they load)."""
-        return max_sequence_length.settings(cfg)
+        return max_sequence_length.settings(cfg.data)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp (the VAEs, Gemma-3 and the connectors), revision, variant and text dtype, the caption
         length, whether the sound is encoded."""
         return {
-            **encoder_identity(cfg, "ltx2", max_sequence_length=max_sequence_length(cfg)),
+            **encoder_identity(cfg, "ltx2", max_sequence_length=max_sequence_length(cfg.data)),
             "encoders_stamp": model_stamp(cfg.model, ("audio_vae", "connectors")),
             "audio": cfg.family_options.audio,
             "latents": "posterior_mode_normalised_fp32",

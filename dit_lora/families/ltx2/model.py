@@ -68,7 +68,7 @@ def check_caption_length(cfg: TrainConfig) -> None:
     registers = (config_reader(cfg.model)("connectors", "config.json") or {}).get(
         "video_connector_num_learnable_registers"
     )
-    length = max_sequence_length(cfg)
+    length = max_sequence_length(cfg.data)
     if registers and length % int(registers):
         fixed = max(int(registers), round(length / int(registers)) * int(registers))
         raise UserError(

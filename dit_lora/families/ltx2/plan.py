@@ -36,14 +36,14 @@ class LTX2Plan(ClipPlan, DiffusionPlan):
         comps = make_components(
             cfg, loaded.transformer, loaded.vae, loaded.text_encoder, extra, loaded.scheduler_config, None
         )
-        comps.state.text = max_sequence_length.settings(cfg)
+        comps.state.text = max_sequence_length.settings(cfg.data)
         return comps
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, Any]:
         """The connectors' caption embeddings at the run's caption length, their mask, the clips' frame rate and,
         with ``--audio on``, the sound of the longest span the worst bucket's frames cover at the model's rate."""
         state = run_state(comps)
-        length = max_sequence_length(cfg)
+        length = max_sequence_length(cfg.data)
         fps = float(TRAINED["fps"])  # the pipeline's rate: the plan's clips are the default size's
         connectors = comps.encoders["connectors"].config
         video = connectors.video_connector_num_attention_heads * connectors.video_connector_attention_head_dim

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.family import Components
 from dit_lora.families.ltx2.encoders import load_reference_frames, max_sequence_length
 from dit_lora.families.ltx2.state import run_state
@@ -49,15 +50,16 @@ class CachedConnectors(torch.nn.Module):
         return joined[..., : self.video_width], joined[..., self.video_width :], mask
 
 
-def load_vocoder(cfg: TrainConfig, device: torch.device) -> Any:
-    """The checkpoint's vocoder (the class its ``model_index.json`` names, ``LTX2Vocoder`` when unreadable), fp32."""
+def load_vocoder(model: ModelOptions, device: torch.device) -> Any:
+    """The checkpoint's vocoder (the class its ``model_index.json`` names, ``LTX2Vocoder`` when unreadable), fp32
+    (``model``: the run's ``cfg.model``)."""
     from diffusers.pipelines.ltx2 import vocoder as vocoders  # heavy: only when a sample is made
 
-    index = read_component_config(cfg.model, "", "model_index.json") or {}
+    index = read_component_config(model, "", "model_index.json") or {}
     name = (index.get("vocoder") or [None, "LTX2Vocoder"])[1]
     cls = getattr(vocoders, name, vocoders.LTX2Vocoder)
-    path = cfg.model.pretrained_model_name_or_path
-    return cls.from_pretrained(path, subfolder="vocoder", revision=cfg.model.revision, use_safetensors=True).to(device)
+    path = model.pretrained_model_name_or_path
+    return cls.from_pretrained(path, subfolder="vocoder", revision=model.revision, use_safetensors=True).to(device)
 
 
 def reference_call_kwargs(cfg: TrainConfig, task, state) -> dict[str, Any]:
@@ -109,7 +111,7 @@ class LTX2Samples(VideoSamples, DiffusionSamples):
                 tokenizer=None,
                 connectors=CachedConnectors(cond["prompt_embeds"].shape[-1], device),
                 transformer=model,
-                vocoder=load_vocoder(cfg, device),
+                vocoder=load_vocoder(cfg.model, device),
             )
             pipe.set_progress_bar_config(disable=True)
             embeds = {}
@@ -133,7 +135,7 @@ class LTX2Samples(VideoSamples, DiffusionSamples):
         with torch.no_grad():
             out = pipe(
                 prompt=[prompt] * num_images,
-                max_sequence_length=max_sequence_length(cfg),
+                max_sequence_length=max_sequence_length(cfg.data),
                 **self.call_kwargs(cfg, generator, num_images, comps),
             )
         rate = int(pipe.vocoder.config.output_sampling_rate)

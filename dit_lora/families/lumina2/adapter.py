@@ -28,12 +28,12 @@ class Lumina2Card(KitCard):
         """The system prompt and the caption length training used, where they are not the pipeline's."""
         own = cfg.family_options.system_prompt
         system = [f"system_prompt={json.dumps(own)},  # the system prompt training used"] if own else []
-        return [*system, *max_sequence_length.snippet_args(cfg)]
+        return [*system, *max_sequence_length.snippet_args(cfg.data)]
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the system prompt and the caption length."""
         return {
-            **self.flow_rows(cfg),
+            **self.flow_rows(cfg.family_options),
             "system_prompt": cfg.family_options.system_prompt or "Lumina2Pipeline's own",
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

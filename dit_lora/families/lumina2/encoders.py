@@ -53,13 +53,13 @@ class Lumina2Encoders(DiffusionEncoders):
 
     def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length and the system prompt before every caption (which the length counts)."""
-        return TextSettings(max_sequence_length=max_sequence_length(cfg), prefix=system_prompt(cfg) + PROMPT_START)
+        return TextSettings(max_sequence_length=max_sequence_length(cfg.data), prefix=system_prompt(cfg) + PROMPT_START)
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype, caption length and system prompt (and a quantized
         encoder)."""
         return encoder_identity(
-            cfg, "lumina2", max_sequence_length=max_sequence_length(cfg), system_prompt=system_prompt(cfg)
+            cfg, "lumina2", max_sequence_length=max_sequence_length(cfg.data), system_prompt=system_prompt(cfg)
         )
 
     def encode_prompts(

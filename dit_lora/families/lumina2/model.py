@@ -89,7 +89,7 @@ class Lumina2Model(DiffusionModel):
         self.check_folder(cfg)
         BUCKETS.check_resolution(cfg)
         transformer_cfg = read_component_config(cfg.model, "transformer") or {}
-        check_caption_length(max_sequence_length(cfg), transformer_cfg, cfg.model.path)
+        check_caption_length(max_sequence_length(cfg.data), transformer_cfg, cfg.model.path)
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """The checkpoint's scheduler config and the training tables in the run's :class:`Lumina2Run`; the RoPE

@@ -14,7 +14,7 @@ from dit_lora.kit.image_samples import SquareImageSamples
 from dit_lora.kit.sampling import flow_sampler
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 #: the cached conditioning Lumina2Pipeline takes as it is
 EMBEDS = ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds", "negative_prompt_attention_mask")
@@ -28,13 +28,15 @@ class Lumina2Samples(SquareImageSamples, DiffusionSamples):
     sampler = staticmethod(flow_sampler)
     cast_latents_for_vae = True  # it decodes its bf16 latents as they are: the fp32 VAE gets them cast
 
-    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
+    def cached_kwargs(
+        self, cond: dict[str, Any], device: torch.device, data: DataOptions, validation: ValidationOptions
+    ) -> dict[str, Any]:
         """The cached embeddings and masks (the empty caption's stand for the negative prompt), repeated once per
         image here: Lumina2Pipeline repeats given caption embeddings per image but not given negative ones."""
-        copies = cfg.validation.num_validation_images
+        copies = validation.num_validation_images
         return {
             **{key: cond[key].repeat_interleave(copies, dim=0).to(device) for key in EMBEDS},
-            "guidance_scale": cfg.validation.validation_guidance_scale,
+            "guidance_scale": validation.validation_guidance_scale,
             "output_type": "pil",
         }
 
@@ -43,6 +45,6 @@ class Lumina2Samples(SquareImageSamples, DiffusionSamples):
         return {
             "num_images_per_prompt": num_images,
             "guidance_scale": cfg.validation.validation_guidance_scale,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
             "system_prompt": system_prompt(cfg),
         }

@@ -59,12 +59,12 @@ class QwenImageCard(KitCard):
             pipe_kwargs="processor=load_edit_processor(base), " if edit else "",
             before_call=f"image = load_image({source})  # the image to edit\n" if edit else "",
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *([f"image={image_arg},"] if edit else []),
                 f"negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation.validation_guidance_scale},",
                 f"height={cfg.data.resolution}, width={cfg.data.resolution}, "
                 f"num_inference_steps={cfg.validation.validation_inference_steps},",
-                *max_sequence_length.snippet_args(cfg),
+                *max_sequence_length.snippet_args(cfg.data),
                 SEED_ARGUMENT,
             ],
         )
@@ -76,5 +76,5 @@ class QwenImageCard(KitCard):
             "weighting_scheme": options.weighting_scheme,
             "qwen_shift_mode": options.qwen_shift_mode,
             **({"qwen_fixed_shift": options.qwen_fixed_shift} if options.qwen_shift_mode == "fixed" else {}),
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

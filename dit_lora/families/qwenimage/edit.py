@@ -35,7 +35,7 @@ from dit_lora.families.qwenimage.state import run_state
 from dit_lora.kit.edit_data import ControlSetup, control_pixels, to_pil
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 #: QwenImageEditPlusPipeline's CONDITION_IMAGE_SIZE: the area of each image the text encoder sees
 CONDITION_AREA = 384 * 384
@@ -133,7 +133,9 @@ class EditSetup(ControlSetup):
 
     run_state = staticmethod(run_state)
 
-    def keep_validation_controls(self, comps: Components, cfg: TrainConfig, paths: list[str]) -> None:
+    def keep_validation_controls(
+        self, comps: Components, data: DataOptions, validation: ValidationOptions, paths: list[str]
+    ) -> None:
         """Keep the validation controls (``--validation_image``, else the first sample's) and their embeddings."""
         state = run_state(comps)
         try:
@@ -156,7 +158,7 @@ class EditSetup(ControlSetup):
 
         with torch.no_grad():
             negative = encoded(NEGATIVE_PROMPT, "negative_")
-            state.validation_embeds = {p: {**encoded(p, ""), **negative} for p in cfg.validation.prompts}
+            state.validation_embeds = {p: {**encoded(p, ""), **negative} for p in validation.prompts}
 
 
 def validation_vl_images(images: list[Image.Image], plus: bool) -> list[Image.Image]:

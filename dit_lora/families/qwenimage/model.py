@@ -47,7 +47,7 @@ def check_resolution(resolution: int) -> None:
 
 def check_text_length(cfg: TrainConfig) -> None:
     """Refuse a ``--max_sequence_length`` above the pipeline's 1024."""
-    if max_sequence_length(cfg) > MAX_SEQUENCE_LENGTH:
+    if max_sequence_length(cfg.data) > MAX_SEQUENCE_LENGTH:
         raise UserError(
             f"--max_sequence_length {cfg.data.max_sequence_length} is above {MAX_SEQUENCE_LENGTH}, the longest caption "
             f"QwenImagePipeline encodes (it refuses more at inference). Use {MAX_SEQUENCE_LENGTH} or less."

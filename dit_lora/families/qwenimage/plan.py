@@ -13,7 +13,7 @@ from dit_lora.kit.components import DiffusionPlan
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig
 
 
 class QwenImagePlan(DiffusionPlan):
@@ -43,7 +43,7 @@ class QwenImagePlan(DiffusionPlan):
         scheduler_config = read("scheduler", "scheduler_config.json") or {}
         state = QwenImageRun(
             scheduler_config=dict(scheduler_config),
-            text=max_sequence_length.settings(cfg),
+            text=max_sequence_length.settings(cfg.data),
             latents_mean=tuple(vae_config.get("latents_mean", ())),
             latents_std=tuple(vae_config.get("latents_std", ())),
         )
@@ -59,17 +59,18 @@ class QwenImagePlan(DiffusionPlan):
                 batch["control_latents"] = torch.empty_like(batch["latents"])[:, None]
         return batches
 
-    def image_text_tokens(self, cfg: TrainConfig) -> int:
-        """The text tokens one control image adds (a 28 x 28 pixel patch group each, as Qwen2.5-VL merges them)."""
+    def image_text_tokens(self, data: DataOptions) -> int:
+        """The text tokens one control image adds (a 28 x 28 pixel patch group each, as Qwen2.5-VL merges them; an
+        Edit model's at ``data.resolution``, the run's ``cfg.data``)."""
         if self.edit is None:
             return 0
-        side = 384 if self.edit == "edit_plus" else cfg.data.resolution
+        side = 384 if self.edit == "edit_plus" else data.resolution
         return (side // 28) ** 2
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """Caption embeddings and their mask at the run's text length (plus an edit control image's), as empty
         tensors."""
-        length = comps.state.text.max_sequence_length + self.image_text_tokens(cfg)
+        length = comps.state.text.max_sequence_length + self.image_text_tokens(cfg.data)
         model: Any = comps.model  # a QwenImageTransformer2DModel: its config is diffusers' FrozenDict
         width = int(model.config.joint_attention_dim)
         return {

@@ -15,7 +15,7 @@ from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.image_samples import SquareImageSamples
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 
 class QwenImageSamples(SquareImageSamples, DiffusionSamples):
@@ -30,15 +30,17 @@ class QwenImageSamples(SquareImageSamples, DiffusionSamples):
 
         return FlowMatchEulerDiscreteScheduler.from_config(run_state(comps).scheduler_config)
 
-    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
+    def cached_kwargs(
+        self, cond: dict[str, Any], device: torch.device, data: DataOptions, validation: ValidationOptions
+    ) -> dict[str, Any]:
         """The cached embeddings and masks (the negative's too: no negative prompt), true guidance, the image count
         and the caption length."""
         embeds = ("prompt_embeds", "prompt_embeds_mask", "negative_prompt_embeds", "negative_prompt_embeds_mask")
         return {
             **{key: cond[key].to(device) for key in embeds},
-            "true_cfg_scale": cfg.validation.validation_guidance_scale,
-            "num_images_per_prompt": cfg.validation.num_validation_images,
-            "max_sequence_length": max_sequence_length(cfg),
+            "true_cfg_scale": validation.validation_guidance_scale,
+            "num_images_per_prompt": validation.num_validation_images,
+            "max_sequence_length": max_sequence_length(data),
             "output_type": "pil",
         }
 
@@ -48,5 +50,5 @@ class QwenImageSamples(SquareImageSamples, DiffusionSamples):
             "negative_prompt": NEGATIVE_PROMPT,
             "true_cfg_scale": cfg.validation.validation_guidance_scale,
             "num_images_per_prompt": num_images,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

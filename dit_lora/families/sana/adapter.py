@@ -29,12 +29,12 @@ class SanaCard(KitCard):
             if cfg.family_options.complex_human_instruction
             else ["complex_human_instruction=None,  # trained without the prefix,"]
         )
-        return [*chi, *max_sequence_length.snippet_args(cfg)]
+        return [*chi, *max_sequence_length.snippet_args(cfg.data)]
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The weighting scheme, the instruction prefix and the caption length."""
         return {
-            **self.flow_rows(cfg),
+            **self.flow_rows(cfg.family_options),
             "complex_human_instruction": cfg.family_options.complex_human_instruction,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

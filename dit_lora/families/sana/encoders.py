@@ -27,7 +27,7 @@ class SanaEncoders(InstructedCaptions):
 
     def text_length(self, cfg: TrainConfig) -> int:
         """:func:`max_sequence_length`."""
-        return max_sequence_length(cfg)
+        return max_sequence_length(cfg.data)
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """Pixels through the DC-AE (fp32), scaled by its ``scaling_factor``."""

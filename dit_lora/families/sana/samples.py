@@ -13,7 +13,7 @@ from dit_lora.kit.components import DiffusionSamples
 from dit_lora.kit.image_samples import SquareImageSamples
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 
 def inference_scheduler(comps: Components):
@@ -35,14 +35,16 @@ class SanaSamples(SquareImageSamples, DiffusionSamples):
     pipeline = "SanaPipeline"
     sampler = staticmethod(inference_scheduler)
 
-    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
+    def cached_kwargs(
+        self, cond: dict[str, Any], device: torch.device, data: DataOptions, validation: ValidationOptions
+    ) -> dict[str, Any]:
         """The cached embeddings and masks (the empty caption's stand for the negative prompt), unbinned."""
         embeds = ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds", "negative_prompt_attention_mask")
         return {
             **{key: cond[key] for key in embeds},
             "negative_prompt": None,
-            "num_images_per_prompt": cfg.validation.num_validation_images,
-            "guidance_scale": cfg.validation.validation_guidance_scale,
+            "num_images_per_prompt": validation.num_validation_images,
+            "guidance_scale": validation.validation_guidance_scale,
             "output_type": "pil",
             "use_resolution_binning": False,
         }
@@ -55,6 +57,6 @@ class SanaSamples(SquareImageSamples, DiffusionSamples):
             "num_images_per_prompt": num_images,
             "guidance_scale": guidance,
             "use_resolution_binning": False,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
             **chi,
         }

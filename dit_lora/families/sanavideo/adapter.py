@@ -28,14 +28,14 @@ class SanaVideoCard(VideoCard, KitCard):
             repo_or_dir,
             vae=SANA_VIDEO_VAE,
             imports=["from diffusers.utils import load_image\n"] if i2v else [],
-            before_call=first_frame_line(cfg) if i2v else "",
+            before_call=first_frame_line() if i2v else "",
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *(["image=image,"] if i2v else []),
                 *([] if chi else ["complex_human_instruction=None,"]),
-                *max_sequence_length.snippet_args(cfg),
+                *max_sequence_length.snippet_args(cfg.data),
                 f"frames={frames}, height={height}, width={width},",
-                *image_call_args(cfg)[1:],
+                *image_call_args(cfg.data, cfg.validation)[1:],
                 "use_resolution_binning=False,  # the trained size, not the 480p table's nearest",
             ],
         )
@@ -48,5 +48,5 @@ class SanaVideoCard(VideoCard, KitCard):
             weighting_scheme=cfg.family_options.weighting_scheme,
             flow_shift=training_shift(cfg),
             complex_human_instruction=cfg.family_options.complex_human_instruction,
-            max_sequence_length=max_sequence_length(cfg),
+            max_sequence_length=max_sequence_length(cfg.data),
         )

@@ -36,7 +36,7 @@ class SanaVideoEncoders(InstructedCaptions):
 
     def text_length(self, cfg: TrainConfig) -> int:
         """:data:`max_sequence_length`."""
-        return max_sequence_length(cfg)
+        return max_sequence_length(cfg.data)
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
         """``(B, F, 3, H, W)`` in [-1, 1] -> ``{"latents": (B, 16, F', h, w)}``: the posterior mode (the pipelines'

@@ -31,9 +31,9 @@ class SanaVideoPlan(ClipPlan, DiffusionPlan):
         comps = make_components(
             cfg, transformer, vae, text_encoder, read("scheduler", "scheduler_config.json") or {}, None
         )
-        comps.state.text = TextSettings(max_sequence_length=max_sequence_length(cfg))
+        comps.state.text = TextSettings(max_sequence_length=max_sequence_length(cfg.data))
         return comps
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """Gemma-2 embeddings of the run's caption length and their mask, as empty tensors (the kit's :func:`caption_embeddings`)."""
-        return caption_embeddings(comps, cfg, batch_size, "prompt_attention_mask")
+        return caption_embeddings(comps, cfg.weight_dtype, batch_size, "prompt_attention_mask")

@@ -39,4 +39,4 @@ class SanaVideoSamples(VideoSamples, DiffusionSamples):
     def reloaded_kwargs(self, pipe, cfg: TrainConfig, n: int, comps: Components | None) -> dict[str, Any]:
         """The image, the instruction prefix only when the run trained with it, and the run's caption length."""
         chi = {} if cfg.family_options.complex_human_instruction else {"complex_human_instruction": None}
-        return {**chi, "max_sequence_length": max_sequence_length(cfg), **self.image_kwargs(comps, cfg)}
+        return {**chi, "max_sequence_length": max_sequence_length(cfg.data), **self.image_kwargs(comps, cfg)}

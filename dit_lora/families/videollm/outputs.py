@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.config.schema import ValidationOptions
+from dit_lora.config.schema import DataOptions, ModelOptions, ValidationOptions
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_text_atomic
 from dit_lora.families.videollm.architecture import VideoLLMSpec, model_folder
+from dit_lora.families.videollm.options import VideoChatOptions
 from dit_lora.families.videollm.processing import QAProcessingLoader, VideoQAProcessing
 from dit_lora.families.videollm.state import run_processing, run_state
 from dit_lora.output.adapter import attach_adapter, save_peft_adapter
@@ -55,26 +56,33 @@ class VideoLLMAdapter:
         return VideoQAPipe(model, processing)
 
 
-def _validation_video(cfg: TrainConfig, comps) -> Path | None:
+def _validation_video(options: VideoChatOptions, comps) -> Path | None:
     """The clip validation asks about: the run's (chosen once the samples were screened), else --validation_video."""
     state = run_state(comps)
     if state is not None and state.validation_video is not None:
         return state.validation_video
-    chosen = cfg.family_options.validation_video
+    chosen = options.validation_video
     return Path(chosen) if chosen else None
 
 
-def _qa(processing: VideoQAProcessing, model, question: str, cfg: TrainConfig, video: Path | None) -> str:
+def _qa(
+    processing: VideoQAProcessing,
+    model,
+    question: str,
+    options: VideoChatOptions,
+    data: DataOptions,
+    video: Path | None,
+) -> str:
     if video is None:
         raise UserError("Video-LLM validation needs a clip: set --validation_video.")
-    answer = processing.answer(model, question, video, cfg.family_options.num_frames)
-    return f"video: {_shown(video, cfg)}\nQ: {question}\nA: {answer}"
+    answer = processing.answer(model, question, video, options.num_frames)
+    return f"video: {_shown(video, options, data)}\nQ: {question}\nA: {answer}"
 
 
-def _shown(video: Path, cfg: TrainConfig) -> str:
+def _shown(video: Path, options: VideoChatOptions, data: DataOptions) -> str:
     """``video`` as the sample file names it: relative to the data folder (--video_folder, else --train_data_dir's
     folder), where clips of one name in two subfolders stay apart; the full path when it lies elsewhere."""
-    given = cfg.family_options.video_folder or cfg.data.train_data_dir
+    given = options.video_folder or data.train_data_dir
     if not given:
         return str(video)
     folder = Path(given)
@@ -94,13 +102,15 @@ class VideoLLMSamples:
 
     def generate(self, comps, model: torch.nn.Module, cond: dict, cfg: TrainConfig, seed: int) -> list:
         """The in-memory model's greedy answer, as one text sample."""
-        return [_qa(run_processing(comps), model, cond["question"], cfg, _validation_video(cfg, comps))]
+        video = _validation_video(cfg.family_options, comps)
+        return [_qa(run_processing(comps), model, cond["question"], cfg.family_options, cfg.data, video)]
 
     def generate_with_pipeline(
         self, pipe: VideoQAPipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
     ) -> list:
         """The reloaded adapter's greedy answer, as one text sample."""
-        return [_qa(pipe.processing, pipe.model, prompt, cfg, _validation_video(cfg, comps))]
+        video = _validation_video(cfg.family_options, comps)
+        return [_qa(pipe.processing, pipe.model, prompt, cfg.family_options, cfg.data, video)]
 
     def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """``stem.txt`` holding the clip's name, the question and the answer."""
@@ -115,7 +125,7 @@ class VideoLLMCard:
 
     arch: VideoLLMSpec
 
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
+    def base_model_license(self, model: ModelOptions) -> str | None:
         """Not known for video LLMs."""
         return None
 

@@ -20,7 +20,7 @@ from dit_lora.families.videollm.processing import max_tokens
 from dit_lora.plan.fake import transformers_on_meta, with_depth
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import ModelOptions, TrainConfig
 
 #: text tokens (question, answer, template) the plan assumes beside the video tokens
 PLAN_TEXT_TOKENS = 256
@@ -55,7 +55,7 @@ class VideoLLMPlan:
         model_config = comps.model.config
         height, width = cfg.video.height or 448, cfg.video.width or 448
         frames = np.zeros((cfg.family_options.num_frames, height, width, 3), dtype=np.uint8)
-        prep = self.preprocessing(cfg, model_config)
+        prep = self.preprocessing(cfg.model, model_config)
         with unset_fake_temporarily():  # the spec's real preprocessing of one small clip: counts need values
             video = self.arch.video_token_count(self.arch.frame_inputs(frames, prep), model_config)
         length = min(video + PLAN_TEXT_TOKENS, max_tokens(cfg))
@@ -74,16 +74,16 @@ class VideoLLMPlan:
             )
         ]
 
-    def preprocessing(self, cfg: TrainConfig, model_config) -> dict[str, Any]:
-        """The model's preprocessing (a local folder, or a Hub id's snapshot: its small files, downloaded when
-        missing), else the spec's defaults (LLaVA: at its tower's own size) for a catalogued Hub id that cannot be
-        had now: the catalogue's copy of its configs plans it without a download."""
-        path = cfg.model.pretrained_model_name_or_path
+    def preprocessing(self, model: ModelOptions, model_config) -> dict[str, Any]:
+        """The model's preprocessing (``model``: the run's ``cfg.model``; a local folder, or a Hub id's snapshot: its
+        small files, downloaded when missing), else the spec's defaults (LLaVA: at its tower's own size) for a
+        catalogued Hub id that cannot be had now: the catalogue's copy of its configs plans it without a download."""
+        path = model.pretrained_model_name_or_path
         if path is not None and Path(path).is_dir():
             return self.arch.load_preprocessing(path)
         if path is not None:
             try:
-                return self.arch.load_preprocessing(model_folder(cfg.model, weights=False))
+                return self.arch.load_preprocessing(model_folder(model, weights=False))
             except UserError:
                 if by_hub_id(path) is None:  # nothing else knows this model: the paragraph says how to get it
                     raise

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import FamilyOptions
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
@@ -55,7 +56,7 @@ def adapter_files(comps: Components) -> dict[str, str]:
     return {EXPERT_FILES[e]: e for e in experts}
 
 
-def save_beside_adapter(output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
+def save_beside_adapter(output_dir: Path, comps: Components) -> None:
     """For an A14B run, the adapter index (which file loads into which transformer); then the ComfyUI files (LoRA,
     LoKr, LoHa; not for DoRA, which ComfyUI does not reproduce: one line says so)."""
     files = adapter_files(comps)
@@ -148,9 +149,9 @@ class WanExports(RenamedExport):
         """:func:`export_wan`."""
         return export_wan(output_dir, fmt)
 
-    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
-        """:func:`save_beside_adapter`."""
-        save_beside_adapter(output_dir, comps, cfg)
+    def save_adapter_extras(self, output_dir: Path, comps: Components, options: FamilyOptions) -> None:
+        """:func:`save_beside_adapter` (it reads no option)."""
+        save_beside_adapter(output_dir, comps)
 
 
 class WanCard(VideoCard, KitCard):
@@ -161,7 +162,7 @@ class WanCard(VideoCard, KitCard):
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """Loading the adapter(s) with diffusers (each expert's file into its transformer) and making a video."""
         frames, height, width = self.task.video_buckets(cfg)[0]
-        extra_import, before, image_arg = self.snippet_image(cfg)
+        extra_import, before, image_arg = self.snippet_image()
         imports, image = image_lines(extra_import, image_arg)
         return self.video_snippet(
             cfg,
@@ -171,10 +172,10 @@ class WanCard(VideoCard, KitCard):
             load=expert_load_lines(self.task.expert(cfg), json.dumps(repo_or_dir)),
             before_call=before,
             call_args=[
-                f"prompt={self.prompt(cfg)},",
+                f"prompt={self.prompt(cfg.validation)},",
                 *image,
                 f"num_frames={frames}, height={height}, width={width},",
-                image_call_args(cfg)[1],
+                image_call_args(cfg.data, cfg.validation)[1],
                 f'{SEED_ARGUMENT} output_type="pil",',
             ],
             tail=snippet_write_video(self.task.info(cfg).fps)
@@ -182,7 +183,7 @@ class WanCard(VideoCard, KitCard):
             "# loader in dit-lora's comfyui tests, and through diffusers' converter in CI): LoRA loader, strength 1.0\n",
         )
 
-    def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
+    def snippet_image(self) -> tuple[str, str, str]:
         """(extra import, lines before the call, argument) for the usage snippet's conditioning image (none)."""
         return "", "", ""
 

@@ -229,7 +229,7 @@ class WanI2VAdapter(WanAdapter):
 class WanI2VCard(WanCard):
     """``FamilySpec.card``: text-to-video's, the snippet loading the first frame to animate."""
 
-    def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
+    def snippet_image(self) -> tuple[str, str, str]:
         """(extra import, lines before the call, argument) for the usage snippet's conditioning image: the kit's
         first frame."""
-        return first_frame_image(cfg)
+        return first_frame_image()

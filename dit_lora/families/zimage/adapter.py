@@ -25,11 +25,11 @@ class ZImageCard(KitCard):
 
     def extra_call_args(self, cfg: TrainConfig) -> list[str]:
         """The caption length, where it is not the pipeline's."""
-        return max_sequence_length.snippet_args(cfg)
+        return max_sequence_length.snippet_args(cfg.data)
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The timestep density and the caption length."""
         return {
             "timestep_sampling": cfg.family_options.timestep_sampling,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

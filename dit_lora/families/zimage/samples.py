@@ -14,7 +14,7 @@ from dit_lora.kit.image_samples import SquareImageSamples
 from dit_lora.kit.sampling import flow_sampler
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import DataOptions, TrainConfig, ValidationOptions
 
 
 def embeddings(cond: dict[str, Any], key: str, copies: int) -> list[torch.Tensor]:
@@ -30,15 +30,17 @@ class ZImageSamples(SquareImageSamples, DiffusionSamples):
     pipeline = "ZImagePipeline"
     sampler = staticmethod(flow_sampler)
 
-    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
+    def cached_kwargs(
+        self, cond: dict[str, Any], device: torch.device, data: DataOptions, validation: ValidationOptions
+    ) -> dict[str, Any]:
         """The cached caption embeddings as per-image lists, guidance and the caption length."""
-        copies = cfg.validation.num_validation_images
+        copies = validation.num_validation_images
         return {
             "prompt_embeds": [e.to(device) for e in embeddings(cond, "prompt_embeds", copies)],
             "negative_prompt_embeds": [e.to(device) for e in embeddings(cond, "negative_prompt_embeds", copies)],
-            "guidance_scale": cfg.validation.validation_guidance_scale,
+            "guidance_scale": validation.validation_guidance_scale,
             "output_type": "pil",
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(data),
         }
 
     def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
@@ -47,5 +49,5 @@ class ZImageSamples(SquareImageSamples, DiffusionSamples):
         return {
             "num_images_per_prompt": num_images,
             "guidance_scale": guidance,
-            "max_sequence_length": max_sequence_length(cfg),
+            "max_sequence_length": max_sequence_length(cfg.data),
         }

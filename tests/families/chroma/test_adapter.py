@@ -16,4 +16,4 @@ def test_the_card_says_the_mask_and_the_snippet_passes_boolean_masks():
     code = card.usage_snippet(cfg, "./out")
     assert "ChromaPipeline" in code and "load_lora_weights" in code and "max_sequence_length=128" in code
     assert "prompt_attention_mask=mask.bool()" in code and "negative_prompt_attention_mask=negative_mask.bool()" in code
-    assert card.base_model_license(cfg) == "apache-2.0"
+    assert card.base_model_license(cfg.model) == "apache-2.0"

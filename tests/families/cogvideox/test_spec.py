@@ -422,7 +422,7 @@ def test_snippet_card_license_and_identity(models, tmp_path):
     assert settings["resolution"].startswith("9x64x64") and "RoPE" in settings["model"]
     assert "first_frame_noise" in i2v.card.card_settings(i2v_cfg)
     license_of = lambda name: t2v.card.base_model_license(_cfg(models[("t2v", "1.0-5b")]).__class__(  # noqa: E731
-        family="cogvideox", pretrained_model_name_or_path=name, train_data_dir="x"))
+        family="cogvideox", pretrained_model_name_or_path=name, train_data_dir="x").model)
     assert license_of("THUDM/CogVideoX-2b") == "apache-2.0"
     assert license_of("THUDM/CogVideoX-5b-I2V") == "other" and license_of("zai-org/CogVideoX1.5-5B") == "other"
     assert license_of(str(models[("t2v", "1.0-5b")])) is None

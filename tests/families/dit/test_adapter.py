@@ -24,8 +24,8 @@ def test_card_names_the_trained_classes_and_metas_license(tmp_path):
     compile(snippet, "snippet", "exec")
     assert card.card_settings(cfg) == {"num_classes": 2, "classes": "circle, square",
                                        "class_embedding": "frozen (base model's)"}
-    assert card.base_model_license(cfg) == "cc-by-nc-4.0"
-    assert card.base_model_license(dit_cfg("me/other-dit", tmp_path, out)) is None
+    assert card.base_model_license(cfg.model) == "cc-by-nc-4.0"
+    assert card.base_model_license(dit_cfg("me/other-dit", tmp_path, out).model) is None
 
 
 def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shape_classes, tmp_path):

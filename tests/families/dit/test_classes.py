@@ -98,7 +98,7 @@ def test_imagenet_names_keep_their_pretrained_rows_without_resize(tiny_dit, tmp_
     out = tmp_path / "adapter"
     out.mkdir()
     family.adapter.save_adapter(out, {}, {"r": 4, "lora_alpha": 4, "target_modules": ["to_q"]})
-    family.adapter_extras.save_adapter_extras(out, comps, cfg)  # the label map the data stage decided
+    family.adapter_extras.save_adapter_extras(out, comps, cfg.family_options)  # the label map the data stage decided
     info = read_classes(out)
     assert info["pretrained_rows"] is True and info["label2id"] == {n: known[n] for n in names}
 

@@ -38,6 +38,6 @@ def test_usage_snippet_card_and_license(tmp_path):
     settings = card.card_settings(cfg)
     assert settings == {"weighting_scheme": "logit_normal", "flux2_shift": "dynamic", "flux2_train_guidance": 1.0,
                         "max_sequence_length": 512}
-    assert card.base_model_license(cfg) == "apache-2.0"
-    assert card.base_model_license(flux2_cfg(pretrained_model_name_or_path="black-forest-labs/FLUX.2-dev")) == "other"
-    assert card.base_model_license(flux2_cfg()) is None
+    assert card.base_model_license(cfg.model) == "apache-2.0"
+    assert card.base_model_license(flux2_cfg(pretrained_model_name_or_path="black-forest-labs/FLUX.2-dev").model) == "other"
+    assert card.base_model_license(flux2_cfg().model) is None

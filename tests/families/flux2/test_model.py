@@ -21,7 +21,7 @@ def test_the_folders_pipeline_decides_dev_or_klein(tmp_path):
     (tmp_path / "model_index.json").write_text('{"_class_name": "Flux2KleinPipeline"}')
     assert folder_pipeline(cfg.model, PIPELINES) == "Flux2KleinPipeline"
     adapter = get_family("flux2").adapter  # the reload's pipeline is the folder's; the saver the family's first
-    assert adapter.pipeline_class(cfg).__name__ == "Flux2KleinPipeline"
+    assert adapter.pipeline_class(cfg.model).__name__ == "Flux2KleinPipeline"
     assert adapter.pipeline_class().__name__ == "Flux2Pipeline" == PIPELINES[0] == get_family("flux2").info.pipeline_class_name
 
 

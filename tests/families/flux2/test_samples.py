@@ -24,7 +24,7 @@ def test_the_sampler_is_the_checkpoints_own_with_dynamic_shifting():
 
 def test_call_kwargs_and_the_validation_prompt_encoders():
     cfg = flux2_cfg(validation_inference_steps=4, validation_guidance_scale=1.0, resolution=128)
-    assert call_kwargs(cfg, 2) == {"guidance_scale": 1.0, "num_images_per_prompt": 2}  # size, steps: square_images
+    assert call_kwargs(cfg.validation, 2) == {"guidance_scale": 1.0, "num_images_per_prompt": 2}  # size, steps: square_images
     spec = get_family("flux2")
     assert isinstance(spec.samples, Flux2Samples) and spec.samples.encoders is spec.encoders
 

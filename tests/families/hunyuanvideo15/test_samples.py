@@ -18,4 +18,4 @@ def test_the_call_leaves_guidance_to_the_guider_and_image_to_video_sizes_itself(
         )  # fmt: skip
         kwargs = get_spec(family).samples.call_kwargs(cfg, torch.Generator(), 1)
         assert "guidance_scale" not in kwargs and ("height" in kwargs) == sized and kwargs["num_frames"] == 9
-        assert guider(cfg).guidance_scale == 4.0
+        assert guider(cfg.validation).guidance_scale == 4.0

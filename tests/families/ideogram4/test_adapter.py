@@ -18,4 +18,4 @@ def test_the_card_says_what_training_fed_and_where_it_was_not_checked():
     assert rows["adapted"].startswith("the conditional transformer only") and "no Ideogram 4 model" in rows["comfyui"]
     code = card.usage_snippet(cfg, "./out")
     assert "Ideogram4Pipeline" in code and "load_lora_weights" in code and "max_sequence_length=512" in code
-    assert "guidance_schedule=None" in code and card.base_model_license(cfg) == "other"
+    assert "guidance_schedule=None" in code and card.base_model_license(cfg.model) == "other"

@@ -15,4 +15,4 @@ def test_the_card_says_what_training_fed_and_where_it_was_not_checked():
     assert rows["guidance"].startswith("none fed in training") and "no Krea 2 model" in rows["comfyui"]
     code = card.usage_snippet(cfg, "./out")
     assert "Krea2Pipeline" in code and "load_lora_weights" in code and "max_sequence_length=256" in code
-    assert card.base_model_license(cfg) == "other"
+    assert card.base_model_license(cfg.model) == "other"

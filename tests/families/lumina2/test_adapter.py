@@ -15,7 +15,7 @@ def test_the_card_passes_what_training_changed():
     assert "system_prompt" not in code and "max_sequence_length" not in code
     rows = card.card_settings(plain)
     assert rows == {"weighting_scheme": "logit_normal", "system_prompt": "Lumina2Pipeline's own", "max_sequence_length": 256}
-    assert card.base_model_license(plain) == "apache-2.0"
+    assert card.base_model_license(plain.model) == "apache-2.0"
     own = TrainConfig.for_family("lumina2", pretrained_model_name_or_path="Alpha-VLLM/Lumina-Image-2.0",
                                  system_prompt='Draw "flat" icons.', max_sequence_length=128)
     code = card.usage_snippet(own, "./out")

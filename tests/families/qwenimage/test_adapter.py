@@ -57,9 +57,9 @@ def test_card_snippet_settings_and_license(tiny_qwenimage):
     compile(snippet, "snippet", "exec")
     assert spec.card.card_settings(cfg) == {"weighting_scheme": "logit_normal", "qwen_shift_mode": "dynamic",
                                             "max_sequence_length": 512}
-    assert spec.card.base_model_license(cfg) is None
+    assert spec.card.base_model_license(cfg.model) is None
     hub = TrainConfig.for_family("qwenimage", pretrained_model_name_or_path="Qwen/Qwen-Image")
-    assert spec.card.base_model_license(hub) == "apache-2.0"
+    assert spec.card.base_model_license(hub.model) == "apache-2.0"
 
 
 def test_comfyuis_own_loader_applies_every_tensor_at_the_trained_strength(tiny_qwenimage, tmp_path):

@@ -18,7 +18,7 @@ def test_usage_snippet_card_and_license():
     assert "complex_human_instruction=None" not in family.card.usage_snippet(sana_cfg(complex_human_instruction=True), "x")
     settings = family.card.card_settings(cfg)
     assert settings["weighting_scheme"] == "logit_normal" and settings["max_sequence_length"] == 300
-    assert family.card.base_model_license(cfg) == "other" and family.card.base_model_license(sana_cfg()) is None
+    assert family.card.base_model_license(cfg.model) == "other" and family.card.base_model_license(sana_cfg().model) is None
 
 
 def test_the_adapter_is_saved_under_the_familys_weight_name(tmp_path):

@@ -37,5 +37,5 @@ def test_card_rows_license_and_sampler(folder):
     settings = card.card_settings(sanavideo_cfg(pretrained_model_name_or_path=str(folder)))
     assert settings["flow_shift"] == 3.0 and settings["weighting_scheme"] == "logit_normal"
     assert settings["resolution"].startswith("81x480x832")
-    assert card.base_model_license(sanavideo_cfg(pretrained_model_name_or_path=HUB_ID)) == "apache-2.0"
-    assert card.base_model_license(sanavideo_cfg(pretrained_model_name_or_path="me/other")) is None
+    assert card.base_model_license(sanavideo_cfg(pretrained_model_name_or_path=HUB_ID).model) == "apache-2.0"
+    assert card.base_model_license(sanavideo_cfg(pretrained_model_name_or_path="me/other").model) is None

@@ -79,11 +79,11 @@ def test_plan_of_a_hub_id_reads_the_same_preprocessing_as_its_folder(hub):
 
     def preprocessing(model: str) -> dict:
         cfg = TrainConfig.for_family(family="llava_next_video", pretrained_model_name_or_path=model)
-        return plan.preprocessing(cfg, None)
+        return plan.preprocessing(cfg.model, None)
 
     by_folder = preprocessing(str(hub))
     assert preprocessing(REPO) == by_folder
-    assert by_folder != plan.preprocessing(TrainConfig.for_family(family="llava_next_video"), None)
+    assert by_folder != plan.preprocessing(TrainConfig.for_family(family="llava_next_video").model, None)
 
 
 @pytest.mark.slow

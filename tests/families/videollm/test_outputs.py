@@ -56,7 +56,7 @@ def test_the_card_rows_and_no_license():
     rows = card.card_settings(config(num_frames=6, train_vision_tower=True))
     assert rows["num_frames"] == 6 and rows["vision_tower"] == "trained" and rows["use_liger_kernel"] is None
     assert rows["projector"].startswith(card.arch.projector)
-    assert card.base_model_license(config()) is None
+    assert card.base_model_license(config().model) is None
     snippet = card.usage_snippet(config(pretrained_model_name_or_path="base"), "out")
     assert card.arch.model_class in snippet and "timing" not in snippet  # LLaVA's positions do not encode time
 

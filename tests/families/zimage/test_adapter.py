@@ -57,4 +57,4 @@ def test_usage_snippet_card_and_license():
     assert 'pipe.load_lora_weights("me/adapter")' in snippet and '"a \\"cat\\""' in snippet
     compile(snippet, "snippet", "exec")
     assert card.card_settings(cfg) == {"timestep_sampling": "uniform", "max_sequence_length": 512}
-    assert card.base_model_license(cfg) == "apache-2.0" and card.base_model_license(zimage_cfg()) is None
+    assert card.base_model_license(cfg.model) == "apache-2.0" and card.base_model_license(zimage_cfg().model) is None

@@ -23,4 +23,9 @@ class PixArtOptions(FamilyOptions):
 
 def text_length(cfg) -> int:
     """``--pixart_text_length`` of the run (the default when ``cfg`` carries no family options)."""
-    return int(getattr(getattr(cfg, "family_options", None), "pixart_text_length", DEFAULT_TEXT_LENGTH))
+    return options_text_length(getattr(cfg, "family_options", None))
+
+
+def options_text_length(options) -> int:
+    """``--pixart_text_length`` of the run's family options (the default when they are not this family's)."""
+    return int(getattr(options, "pixart_text_length", DEFAULT_TEXT_LENGTH))

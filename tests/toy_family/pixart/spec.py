@@ -17,7 +17,7 @@ from dit_lora.output.names import PEFT_ADAPTER_FILE
 from .demo import RESOLUTION, build_tiny_pixart_pipeline
 from .encoders import NAME, PixArtEncoders, PixArtLoss
 from .model import GRID, PARTS, PixArtModel, PixArtPlan
-from .options import text_length
+from .options import options_text_length, text_length
 
 INFO = FamilyInfo(pipeline_class_name="PixArtAlphaPipeline", block_lists=("transformer_blocks",),
                   card_tags=("text-to-image", "diffusers", "pixart", "diffusers-training"), text_encoder_label="T5",
@@ -28,7 +28,7 @@ class PixArtCard(KitCard):
     """``FamilySpec.card``: the kit's snippet without resolution binning, the family's rows, no license."""
 
     def call_args(self, cfg) -> list[str]:
-        return [f"prompt={self.prompt(cfg)},", "use_resolution_binning=False,", *image_call_args(cfg)]
+        return [f"prompt={self.prompt(cfg.validation)},", "use_resolution_binning=False,", *image_call_args(cfg.data, cfg.validation)]
 
     def card_settings(self, cfg) -> dict[str, Any]:
         return {"pixart_text_length": text_length(cfg), "loss": "epsilon (DDPM)"}
@@ -39,10 +39,11 @@ class PixArtSamples(PipelineSamples):
 
     pipeline = INFO.pipeline_class_name
 
-    def call_kwargs(self, cfg, cached: bool) -> dict[str, Any]:
+    def call_kwargs(self, options, cached: bool) -> dict[str, Any]:
         if cached:
             return {"use_resolution_binning": False, "negative_prompt": None}
-        return {"use_resolution_binning": False, "clean_caption": False, "max_sequence_length": text_length(cfg)}
+        length = options_text_length(options)
+        return {"use_resolution_binning": False, "clean_caption": False, "max_sequence_length": length}
 
 
 def pixart_spec() -> FamilySpec:
