@@ -135,10 +135,11 @@ class RunNotes(Protocol):
 class Precision(Protocol):
     """The precision policy and what ``--quantize_base`` leaves alone."""
 
-    def expected_dtypes(self, comps, cfg: TrainConfig) -> dict[str, torch.dtype]:
-        """The dtype every floating parameter/buffer of each component should have (``"model"`` or an encoder)."""
+    def expected_dtypes(self, comps, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
+        """The dtype every floating parameter/buffer of each component should have (``"model"`` or an encoder;
+        ``weight_dtype``: the run's, ``cfg.weight_dtype``)."""
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """Modules of the trained model ``--quantize_base`` leaves unquantized (beyond ``_keep_in_fp32_modules``)."""
 
 

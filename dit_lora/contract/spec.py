@@ -249,14 +249,14 @@ def enable_gradient_checkpointing(spec: FamilySpec, model: torch.nn.Module) -> N
         cast(Any, model).enable_gradient_checkpointing()
 
 
-def expected_dtypes(spec: FamilySpec, comps, cfg: TrainConfig) -> dict[str, torch.dtype]:
+def expected_dtypes(spec: FamilySpec, comps, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
     """The family's precision policy, else the model in the run's weight dtype."""
-    return spec.precision.expected_dtypes(comps, cfg) if spec.precision else {"model": cfg.weight_dtype}
+    return spec.precision.expected_dtypes(comps, weight_dtype) if spec.precision else {"model": weight_dtype}
 
 
-def quantize_skip_modules(spec: FamilySpec, cfg: TrainConfig) -> list[str]:
+def quantize_skip_modules(spec: FamilySpec) -> list[str]:
     """Modules ``--quantize_base`` leaves alone, else none."""
-    return spec.precision.quantize_skip_modules(cfg) if spec.precision else []
+    return spec.precision.quantize_skip_modules() if spec.precision else []
 
 
 def generic_defaults(spec: FamilySpec, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:

@@ -443,11 +443,11 @@ class DiffusionNotes:
 class DiffusionPrecision:
     """``FamilySpec.precision``: the model in the run's weight dtype, every Linear quantizable; a family overrides."""
 
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
         """The model in the run's weight dtype."""
-        return {"model": cfg.weight_dtype}
+        return {"model": weight_dtype}
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """``--quantize_base`` quantizes every Linear of the transformer."""
         return []
 
@@ -460,10 +460,10 @@ class Fp32VaePrecision(DiffusionPrecision):
     def __init__(self, text_encoder: bool = True) -> None:
         self.text_encoder = text_encoder
 
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
         """The transformer and the text encoder in the run's weight dtype; the VAE in fp32."""
-        encoder = {"text_encoder": cfg.weight_dtype} if self.text_encoder else {}
-        return {"model": cfg.weight_dtype, **encoder, "vae": torch.float32}
+        encoder = {"text_encoder": weight_dtype} if self.text_encoder else {}
+        return {"model": weight_dtype, **encoder, "vae": torch.float32}
 
 
 class DiffusionTrainables:

@@ -305,7 +305,7 @@ def load_pipeline(model: DiffusionModel, cfg: TrainConfig, device: torch.device)
     parts = model.pipeline_parts(cfg)
     loaded = read_parts(model, parts, cfg)
     transformers = list(loaded.transformers.values())
-    skip = parts.precision.quantize_skip_modules(cfg)
+    skip = parts.precision.quantize_skip_modules()
     for transformer in transformers:  # --quantize_base fp8_scaled: converted before the device
         quantize.after_loading(cfg.model, transformer, skip, device)
     quantize.keep_4bit_layout(*transformers, *loaded.text_encoders.values())
@@ -341,7 +341,7 @@ def load_frozen_transformer(parts: PipelineParts, cfg: TrainConfig, subfolder: s
             )
     except (OSError, ValueError, ImportError) as err:
         raise load_error(parts.kind, cfg.model, err) from None
-    quantize.after_loading(cfg.model, module, parts.precision.quantize_skip_modules(cfg))
+    quantize.after_loading(cfg.model, module, parts.precision.quantize_skip_modules())
     quantize.keep_4bit_layout(module)
     return module.requires_grad_(False).eval().to("cpu")
 

@@ -174,7 +174,7 @@ def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfig
         quantize.check_trainable(
             cfg,
             backbone + [n for _, names, _ in extra for n in names],
-            quantize.quantized_linears(model, fallback.quantize_skip_modules(spec, cfg)),
+            quantize.quantized_linears(model, fallback.quantize_skip_modules(spec)),
         )
     cast_trainable_to_fp32(model, under_autocast=cfg.training.mixed_precision != "no")
     checkpointing = (

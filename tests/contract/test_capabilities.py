@@ -56,8 +56,8 @@ def test_undeclared_capabilities_fall_back_to_the_defaults():
     cfg = stand_in(train_backbone=["x"], weight_dtype=torch.bfloat16)
     assert spec.trainables is None
     assert fallback.backbone_patterns(spec, cfg) == ["x"] and fallback.extra_trainable(spec, cfg) == []
-    assert fallback.expected_dtypes(spec, None, cfg) == {"model": torch.bfloat16}
-    assert fallback.quantize_skip_modules(spec, cfg) == [] and fallback.generic_defaults(spec, cfg) == {}
+    assert fallback.expected_dtypes(spec, None, cfg.weight_dtype) == {"model": torch.bfloat16}
+    assert fallback.quantize_skip_modules(spec) == [] and fallback.generic_defaults(spec, cfg) == {}
     assert fallback.start_notes(spec, cfg) == [] and fallback.precision_notes(spec, cfg) == []
     assert fallback.requires_captions(spec) is True and fallback.caption_source(spec) == "captions"
     with pytest.raises(UserError, match="--demo needs the Demo capability"):

@@ -48,7 +48,7 @@ def test_four_required_components_and_the_rest_default_to_none():
     assert all(getattr(spec, name) is None for name in OPTIONAL) and spec.capabilities == ()
     cfg = stand_in(train_backbone=["b"], weight_dtype=torch.float16)
     assert fallback.backbone_patterns(spec, cfg) == ["b"]
-    assert fallback.expected_dtypes(spec, None, cfg) == {"model": torch.float16}
+    assert fallback.expected_dtypes(spec, None, cfg.weight_dtype) == {"model": torch.float16}
     assert fallback.bucket_stride(spec, cfg) == (None, "the `tiny` family declares no aspect-ratio buckets (ImageBuckets)")
     with pytest.raises(UserError, match="--validation_prompt needs the Samples capability"):
         fallback.require(spec, "samples", "--validation_prompt")

@@ -88,8 +88,8 @@ def test_the_bases_fill_a_spec_each_against_its_protocol():
     cfg = TrainConfig(resolution=32)
     assert spec.model.lora_targets(None, cfg) == ["to_q"]
     assert spec.model.lora_targets(None, dataclasses.replace(cfg, lora_layers=("proj",))) == ["proj"]
-    assert spec.notes.start_notes(cfg) == [] == spec.notes.precision_notes(cfg) == spec.precision.quantize_skip_modules(cfg)
-    assert spec.precision.expected_dtypes(None, cfg) == {"model": cfg.weight_dtype}
+    assert spec.notes.start_notes(cfg) == [] == spec.notes.precision_notes(cfg) == spec.precision.quantize_skip_modules()
+    assert spec.precision.expected_dtypes(None, cfg.weight_dtype) == {"model": cfg.weight_dtype}
     assert spec.setup.configure(None, cfg) is None and spec.setup.inspect_samples(None, cfg, []) is None
 
 
@@ -261,11 +261,11 @@ def test_ddpm_noise_draws_the_noise_then_the_timesteps_and_noises_by_the_schedul
 
 def test_the_fp32_vae_precision():
     cfg = TrainConfig(mixed_precision="bf16")
-    assert base.Fp32VaePrecision().expected_dtypes(None, cfg) == {
+    assert base.Fp32VaePrecision().expected_dtypes(None, cfg.weight_dtype) == {
         "model": torch.bfloat16, "text_encoder": torch.bfloat16, "vae": torch.float32}
     assert isinstance(base.Fp32VaePrecision(), caps.Precision)
     # a class-conditional model (DiT) has no text encoder to expect
-    assert base.Fp32VaePrecision(text_encoder=False).expected_dtypes(None, cfg) == {
+    assert base.Fp32VaePrecision(text_encoder=False).expected_dtypes(None, cfg.weight_dtype) == {
         "model": torch.bfloat16, "vae": torch.float32}
 
 

@@ -97,7 +97,7 @@ def rec(monkeypatch) -> Recorder:
 
 
 class SkipEmbedder(DiffusionPrecision):
-    def quantize_skip_modules(self, cfg):
+    def quantize_skip_modules(self):
         return ["t_embedder"]
 
 

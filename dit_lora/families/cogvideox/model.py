@@ -161,10 +161,9 @@ class CogVideoXModel(DiffusionModel):
 class CogVideoXPrecision(DiffusionPrecision):
     """``FamilySpec.precision``: transformer, VAE and T5 in the run's weight dtype (bf16 by default)."""
 
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
         """Transformer, VAE and T5 in the run's weight dtype, as the reference trainers."""
-        weight = cfg.weight_dtype
-        return {"model": weight, "vae": weight, "text_encoder": weight}
+        return {"model": weight_dtype, "vae": weight_dtype, "text_encoder": weight_dtype}
 
 
 #: each task's pipeline folder, as the kit's loader reads it: everything in the run's weight dtype, as the reference

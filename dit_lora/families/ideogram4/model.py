@@ -33,7 +33,7 @@ class Ideogram4Precision(Fp32VaePrecision):
     out of fp8 (the transformer's ``_skip_layerwise_casting_patterns`` and the output layer) and the input projection
     stay out of ``--quantize_base``."""
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """Everything but the blocks and the caption projection."""
         return ["input_proj", "t_embedding", "adaln_proj", "embed_image_indicator", "final_layer"]
 

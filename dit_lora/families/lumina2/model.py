@@ -105,7 +105,7 @@ class Lumina2Precision(Fp32VaePrecision):
     """``FamilySpec.precision``: transformer and Gemma-2 in the run's weight dtype; the VAE stays fp32; the embedders
     and the output projection kept out of ``--quantize_base``."""
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """The patch embedder and the timestep and caption embedders (diffusers keeps ``x_embedder`` and the norms
         out of layerwise casting: precision sensitive) and the final projection."""
         return ["x_embedder", "time_caption_embed", "norm_out"]

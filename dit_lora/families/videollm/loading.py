@@ -59,11 +59,11 @@ class VideoLLMPrecision:
 
     arch: VideoLLMSpec
 
-    def expected_dtypes(self, comps, cfg: TrainConfig) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
         """The model in the run's weight dtype."""
-        return {"model": cfg.weight_dtype}
+        return {"model": weight_dtype}
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """The language model is quantized; the vision tower, projector and output head stay in the weight dtype
         (small beside it), so --train_vision_tower and the projector still train on a quantized base."""
         return [m for m in (self.arch.vision_tower, self.arch.projector, "lm_head") if m]
@@ -96,7 +96,7 @@ class VideoLLMModel:
         path = model_folder(cfg.model, weights=True)  # a Hub id's snapshot, downloaded when validated
         # bf16 whatever the checkpoint holds (VideoChat2's fp16 Mistral is where its NaN reports come from), or fp32
         # when --mixed_precision no asks for it (fp16 was refused in validation).
-        skip = VideoLLMPrecision(self.arch).quantize_skip_modules(cfg)
+        skip = VideoLLMPrecision(self.arch).quantize_skip_modules()
         model = self.arch.load_model(
             path, cfg.weight_dtype, quantization_config=quantize.transformers_config(cfg, skip)
         )

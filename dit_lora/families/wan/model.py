@@ -195,10 +195,10 @@ class WanModel(DiffusionModel):
 class WanPrecision(DiffusionPrecision):
     """``FamilySpec.precision``: transformer and UMT5 in the run's weight dtype; the VAE (and 2.1 I2V's CLIP) fp32."""
 
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
         """Transformer and UMT5 in the run's weight dtype; the VAE and a CLIP image encoder in fp32 (diffusers'
         Wan docs)."""
-        out = {"model": cfg.weight_dtype, "vae": torch.float32, "text_encoder": cfg.weight_dtype}
+        out = {"model": weight_dtype, "vae": torch.float32, "text_encoder": weight_dtype}
         return {**out, "image_encoder": torch.float32} if "image_encoder" in comps.encoders else out
 
 

@@ -69,7 +69,7 @@ class ZImagePrecision(Fp32VaePrecision):
     """``FamilySpec.precision``: transformer and Qwen3 in the run's weight dtype; the VAE stays fp32; the embedders
     kept out of ``--quantize_base``."""
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """The embedders diffusers keeps out of layerwise casting (``_skip_layerwise_casting_patterns``: the
         timestep and caption embedders are precision sensitive) and the per-patch in/out projections."""
         return ["t_embedder", "cap_embedder", "all_x_embedder", "all_final_layer"]

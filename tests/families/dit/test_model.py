@@ -29,7 +29,7 @@ def test_loaded_components_record_what_the_checkpoint_says(tiny_dit, tmp_path):
     assert spec.trainables.backbone_patterns(cfg) == []
     assert spec.trainables.backbone_patterns(dit_cfg(tiny_dit, tmp_path, tmp_path / "o", num_classes=3)) == [
         CLASS_EMBEDDING_PATTERN]
-    assert spec.precision.expected_dtypes(comps, cfg) == {"model": cfg.weight_dtype, "vae": torch.float32}
+    assert spec.precision.expected_dtypes(comps, cfg.weight_dtype) == {"model": cfg.weight_dtype, "vae": torch.float32}
     assert spec.defaults.generic_defaults(cfg)["resolution"][0] == 64
 
 

@@ -31,7 +31,7 @@ def test_a_size_off_the_latent_stride_is_refused_naming_the_nearest():
         check_resolution(1000)
     spec, cfg = get_family("flux2"), flux2_cfg()
     assert spec.image_buckets.bucket_stride(cfg) == 16 and spec.image_buckets.square_only(cfg) is None
-    assert spec.precision.expected_dtypes(None, cfg)["vae"] == torch.float32
+    assert spec.precision.expected_dtypes(None, cfg.weight_dtype)["vae"] == torch.float32
     assert spec.defaults is None and generic_defaults(spec, cfg) == {}  # no trained size in the transformer config
 
 

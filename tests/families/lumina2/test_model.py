@@ -33,7 +33,7 @@ def test_the_embedders_and_the_output_projection_stay_out_of_quantization():
     from dit_lora.contract.spec import quantize_skip_modules
     from dit_lora.registry import get_spec
 
-    skipped = quantize_skip_modules(get_spec("lumina2"), TrainConfig.for_family("lumina2"))
+    skipped = quantize_skip_modules(get_spec("lumina2"))
     assert {"x_embedder", "time_caption_embed", "norm_out"} <= set(skipped)
 
 

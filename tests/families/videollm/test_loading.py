@@ -75,14 +75,14 @@ def test_what_trains_beside_lora_and_what_stays_unquantized():
     ((name, patterns, lr),) = family.trainables.extra_trainable(
         config(train_vision_tower=True, vision_tower_learning_rate=2e-6))
     assert name == "vision_tower" and lr == 2e-6 and patterns[0].endswith(r"\..*")
-    assert set(family.precision.quantize_skip_modules(config())) == {spec.vision_tower, spec.projector, "lm_head"}
+    assert set(family.precision.quantize_skip_modules()) == {spec.vision_tower, spec.projector, "lm_head"}
     assert max_tokens(config()) == DEFAULT_MAX_LENGTH and max_tokens(config(max_sequence_length=64)) == 64
     assert family.defaults.generic_defaults(config())["train_batch_size"][0] == 1
 
 
 def test_the_precision_policy_is_the_run_weight_dtype():
     family = get_family("qwen2_5_vl")
-    assert family.precision.expected_dtypes(None, config(mixed_precision="no")) == {"model": torch.float32}
+    assert family.precision.expected_dtypes(None, config(mixed_precision="no").weight_dtype) == {"model": torch.float32}
 
 
 def test_the_placeholder_check_gets_no_features():

@@ -110,7 +110,7 @@ def test_default_dtypes(wan_model, variant):
     if variant == "2.1-i2v":
         expected["image_encoder"] = torch.float32
         assert "image_processor" in comps.encoders
-    assert dtypes == expected == family.precision.expected_dtypes(comps, cfg)
+    assert dtypes == expected == family.precision.expected_dtypes(comps, cfg.weight_dtype)
     assert comps.encoders["tokenizer"] is not None
 
 

@@ -48,7 +48,7 @@ def test_turbo_is_told_by_its_configs_and_warned(tmp_path, hub_id, turbo):
 def test_precision_and_quantization_skips():
     spec = get_family("zimage")
     cfg = zimage_cfg()
-    assert spec.precision.expected_dtypes(None, cfg) == {"model": torch.bfloat16, "text_encoder": torch.bfloat16,
+    assert spec.precision.expected_dtypes(None, cfg.weight_dtype) == {"model": torch.bfloat16, "text_encoder": torch.bfloat16,
                                                          "vae": torch.float32}
-    assert "t_embedder" in spec.precision.quantize_skip_modules(cfg)
+    assert "t_embedder" in spec.precision.quantize_skip_modules()
     assert is_turbo(zimage_cfg(pretrained_model_name_or_path="some/z-image-turbo-copy"))
