@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch
     import torch
 
-    from dit_lora.config.schema import TrainConfig, ValidationOptions
+    from dit_lora.config.schema import FamilyOptions, LoraOptions, TrainConfig, ValidationOptions
 
 
 # ---- the required components (every family fills these four) --------------------------------
@@ -30,8 +30,9 @@ class ModelLoading(Protocol):
     def load_components(self, cfg: TrainConfig, device: torch.device):
         """The :class:`~dit_lora.contract.family.Components` of a run on ``device`` (the model frozen, bf16)."""
 
-    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
-        """Module names (or name suffixes) that get LoRA layers: ``--lora_layers`` or the family's default."""
+    def lora_targets(self, model: torch.nn.Module, lora: LoraOptions) -> list[str]:
+        """Module names (or name suffixes) that get LoRA layers: ``--lora_layers`` (``lora``: the run's
+        ``cfg.lora``) or the family's default."""
 
 
 @runtime_checkable
@@ -159,11 +160,13 @@ class RunSetup(Protocol):
 class Trainables(Protocol):
     """Original weights trained besides LoRA, and how activation checkpointing is switched on."""
 
-    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
-        """Regexes of original weights trained at ``--backbone_learning_rate``."""
+    def backbone_patterns(self, lora: LoraOptions, family_options: FamilyOptions) -> list[str]:
+        """Regexes of original weights trained at ``--backbone_learning_rate`` (``lora``, ``family_options``: the
+        run's ``cfg.lora`` and ``cfg.family_options``)."""
 
-    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
-        """Further original weights in a group of their own: ``(label, regexes, learning rate)``."""
+    def extra_trainable(self, family_options: FamilyOptions) -> list[tuple[str, list[str], float]]:
+        """Further original weights in a group of their own: ``(label, regexes, learning rate)``
+        (``family_options``: the run's ``cfg.family_options``)."""
 
     def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
         """Turn on activation checkpointing."""

@@ -44,7 +44,7 @@ from dit_lora.core.errors import UserError
 if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read the contract without torch
     import torch
 
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, LoraOptions, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -231,14 +231,14 @@ def require(spec: FamilySpec, field: str, what: str) -> Any:
     return found
 
 
-def backbone_patterns(spec: FamilySpec, cfg: TrainConfig) -> list[str]:
+def backbone_patterns(spec: FamilySpec, lora: LoraOptions, family_options: FamilyOptions) -> list[str]:
     """The family's backbone regexes, else ``--train_backbone``."""
-    return spec.trainables.backbone_patterns(cfg) if spec.trainables else list(cfg.lora.train_backbone)
+    return spec.trainables.backbone_patterns(lora, family_options) if spec.trainables else list(lora.train_backbone)
 
 
-def extra_trainable(spec: FamilySpec, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
+def extra_trainable(spec: FamilySpec, family_options: FamilyOptions) -> list[tuple[str, list[str], float]]:
     """The family's further trained groups, else none."""
-    return spec.trainables.extra_trainable(cfg) if spec.trainables else []
+    return spec.trainables.extra_trainable(family_options) if spec.trainables else []
 
 
 def enable_gradient_checkpointing(spec: FamilySpec, model: torch.nn.Module) -> None:

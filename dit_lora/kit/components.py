@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from dit_lora.config.schema import ValidationOptions
+from dit_lora.config.schema import FamilyOptions, LoraOptions, ValidationOptions
 from dit_lora.contract.capabilities import ImageBuckets
 from dit_lora.contract.family import Components
 from dit_lora.core.fileio import atomic_write
@@ -470,11 +470,11 @@ class DiffusionTrainables:
     """``FamilySpec.trainables``: what a spec without the component gets (``--train_backbone``, no further groups,
     diffusers' own checkpointing switch); a family overrides what it trains besides LoRA or how it checkpoints."""
 
-    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
+    def backbone_patterns(self, lora: LoraOptions, family_options: FamilyOptions) -> list[str]:
         """``--train_backbone``."""
-        return list(cfg.lora.train_backbone)
+        return list(lora.train_backbone)
 
-    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
+    def extra_trainable(self, family_options: FamilyOptions) -> list[tuple[str, list[str], float]]:
         """No further groups."""
         return []
 

@@ -51,7 +51,7 @@ from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_dep
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import LoraOptions, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -203,9 +203,9 @@ class DiffusionModel(ABC):
     def validate_config(self, cfg: TrainConfig) -> None:
         """Family-specific checks that read only small config files (never weights)."""
 
-    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
+    def lora_targets(self, model: torch.nn.Module, lora: LoraOptions) -> list[str]:
         """``--lora_layers``, else the family's default layers."""
-        return list(cfg.lora.lora_layers or self.info.default_lora_layers)
+        return list(lora.lora_layers or self.info.default_lora_layers)
 
     def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """What the family's pipeline folder holds: its ``parts`` (a family whose parts depend on the run, on its

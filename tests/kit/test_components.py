@@ -86,8 +86,8 @@ def test_the_bases_fill_a_spec_each_against_its_protocol():
     assert (spec.captions.caption_source, spec.captions.requires_captions) == ("captions", True)
     assert isinstance(spec.data.data_handler(TrainConfig(resolution=32), spec), ImageMedia)
     cfg = TrainConfig(resolution=32)
-    assert spec.model.lora_targets(None, cfg) == ["to_q"]
-    assert spec.model.lora_targets(None, dataclasses.replace(cfg, lora_layers=("proj",))) == ["proj"]
+    assert spec.model.lora_targets(None, cfg.lora) == ["to_q"]
+    assert spec.model.lora_targets(None, dataclasses.replace(cfg, lora_layers=("proj",)).lora) == ["proj"]
     assert spec.notes.start_notes(cfg) == [] == spec.notes.precision_notes(cfg) == spec.precision.quantize_skip_modules()
     assert spec.precision.expected_dtypes(None, cfg.weight_dtype) == {"model": cfg.weight_dtype}
     assert spec.setup.configure(None, cfg) is None and spec.setup.inspect_samples(None, cfg, []) is None
@@ -279,8 +279,8 @@ def test_the_trainables_base_is_the_contracts_fallback_a_family_overrides():
     cfg = TrainConfig(train_backbone=["norm"])
     bare = FamilySpec.__new__(FamilySpec)
     object.__setattr__(bare, "trainables", None)
-    assert trainables.backbone_patterns(cfg) == contract.backbone_patterns(bare, cfg) == ["norm"]
-    assert trainables.extra_trainable(cfg) == contract.extra_trainable(bare, cfg) == []
+    assert trainables.backbone_patterns(cfg.lora, cfg.family_options) == contract.backbone_patterns(bare, cfg.lora, cfg.family_options) == ["norm"]
+    assert trainables.extra_trainable(cfg.family_options) == contract.extra_trainable(bare, cfg.family_options) == []
     switched = []
     trainables.enable_gradient_checkpointing(SimpleNamespace(enable_gradient_checkpointing=lambda: switched.append(1)))
     assert switched == [1]

@@ -143,8 +143,8 @@ def test_lora_goes_on_the_families_default_layers_unless_the_run_names_its_own()
     """DiffusionModel.lora_targets: --lora_layers wins; else info.default_lora_layers."""
     model = ToyModel()
     model.info = FamilyInfo(pipeline_class_name="ToyPipeline", default_lora_layers=("to_q", "to_k"))
-    assert model.lora_targets(None, TrainConfig()) == ["to_q", "to_k"]
-    assert model.lora_targets(None, TrainConfig.for_family("sana", lora_layers=("proj",))) == ["proj"]
+    assert model.lora_targets(None, TrainConfig().lora) == ["to_q", "to_k"]
+    assert model.lora_targets(None, TrainConfig.for_family("sana", lora_layers=("proj",)).lora) == ["proj"]
 
 
 def test_the_kit_owns_the_lever_order(rec):

@@ -25,9 +25,10 @@ def test_loaded_components_record_what_the_checkpoint_says(tiny_dit, tmp_path):
     assert state.class_dropout_prob == pytest.approx(0.1) and state.in_channels == 4
     assert state.learned_sigma == (comps.model.config.out_channels == 8)
     assert all(emb.dropout_prob == 0.0 for _, emb in label_embeddings(comps.model))  # dropped in the loss instead
-    assert spec.model.lora_targets(comps.model, cfg) == ["to_q", "to_k", "to_v", "to_out.0"]
-    assert spec.trainables.backbone_patterns(cfg) == []
-    assert spec.trainables.backbone_patterns(dit_cfg(tiny_dit, tmp_path, tmp_path / "o", num_classes=3)) == [
+    assert spec.model.lora_targets(comps.model, cfg.lora) == ["to_q", "to_k", "to_v", "to_out.0"]
+    assert spec.trainables.backbone_patterns(cfg.lora, cfg.family_options) == []
+    resized = dit_cfg(tiny_dit, tmp_path, tmp_path / "o", num_classes=3)
+    assert spec.trainables.backbone_patterns(resized.lora, resized.family_options) == [
         CLASS_EMBEDDING_PATTERN]
     assert spec.precision.expected_dtypes(comps, cfg.weight_dtype) == {"model": cfg.weight_dtype, "vae": torch.float32}
     assert spec.defaults.generic_defaults(cfg)["resolution"][0] == 64

@@ -42,13 +42,13 @@ def test_default_lora_targets_are_diffusers_scripts():
 
     spec = get_family("flux2")
     model = Flux2Transformer2DModel(**tiny_configs("dev")["transformer"])
-    targets = spec.model.lora_targets(model, flux2_cfg())
+    targets = spec.model.lora_targets(model, flux2_cfg().lora)
     model.add_adapter(LoraConfig(r=2, lora_alpha=2, target_modules=targets))
     wrapped = sorted(n.removesuffix(".lora_A") for n, _ in model.named_modules() if n.endswith(".lora_A"))
     doubles = [f"transformer_blocks.{i}.attn.{m}" for i in range(2) for m in ("to_k", "to_out.0", "to_q", "to_v")]
     singles = [f"single_transformer_blocks.{i}.attn.{m}" for i in range(2) for m in ("to_out", "to_qkv_mlp_proj")]
     assert wrapped == sorted(doubles + singles)
-    assert spec.model.lora_targets(model, flux2_cfg(lora_layers=("to_add_out",))) == ["to_add_out"]
+    assert spec.model.lora_targets(model, flux2_cfg(lora_layers=("to_add_out",)).lora) == ["to_add_out"]
 
 
 def test_a_distilled_klein_is_warned_and_its_ignored_guidance_said(tmp_path):
