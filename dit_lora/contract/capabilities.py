@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch
     import torch
 
-    from dit_lora.config.schema import FamilyOptions, LoraOptions, TrainConfig, ValidationOptions
+    from dit_lora.config.schema import FamilyOptions, LoraOptions, ModelOptions, TrainConfig, ValidationOptions
 
 
 # ---- the required components (every family fills these four) --------------------------------
@@ -117,8 +117,9 @@ class Demo(Protocol):
 class ModelDefaults(Protocol):
     """Defaults for a model no catalogue entry matches, derived from its small configs."""
 
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
-        """``{option: (value, why)}``; a catalogue entry's values replace these, the user's options win over both."""
+    def generic_defaults(self, model: ModelOptions, family_options: FamilyOptions) -> dict[str, tuple[Any, str]]:
+        """``{option: (value, why)}`` for the run's ``cfg.model`` and ``cfg.family_options``; a catalogue entry's
+        values replace these, the user's options win over both."""
 
 
 @runtime_checkable
@@ -215,10 +216,11 @@ class FrameRate(Protocol):
 class ImageBuckets(Protocol):
     """Images: aspect-ratio buckets (``--aspect_buckets``): the model's stride, or why it takes only squares."""
 
-    def bucket_stride(self, cfg: TrainConfig) -> int:
-        """Pixels per transformer token side (VAE downsampling x patch size): every bucket side is a multiple."""
+    def bucket_stride(self, model: ModelOptions) -> int:
+        """Pixels per transformer token side (VAE downsampling x patch size) of the run's model (``cfg.model``):
+        every bucket side is a multiple."""
 
-    def square_only(self, cfg: TrainConfig) -> str | None:
+    def square_only(self) -> str | None:
         """Why the transformer takes only square inputs (its images keep the ``--resolution`` square), or None."""
 
 

@@ -44,7 +44,7 @@ from dit_lora.core.errors import UserError
 if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read the contract without torch
     import torch
 
-    from dit_lora.config.schema import FamilyOptions, LoraOptions, TrainConfig
+    from dit_lora.config.schema import FamilyOptions, LoraOptions, ModelOptions, TrainConfig, TrainingOptions
 
 
 @dataclass(frozen=True)
@@ -259,9 +259,11 @@ def quantize_skip_modules(spec: FamilySpec) -> list[str]:
     return spec.precision.quantize_skip_modules() if spec.precision else []
 
 
-def generic_defaults(spec: FamilySpec, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+def generic_defaults(
+    spec: FamilySpec, model: ModelOptions, family_options: FamilyOptions
+) -> dict[str, tuple[Any, str]]:
     """The family's defaults for an uncatalogued model, else none."""
-    return spec.defaults.generic_defaults(cfg) if spec.defaults else {}
+    return spec.defaults.generic_defaults(model, family_options) if spec.defaults else {}
 
 
 def start_notes(spec: FamilySpec, cfg: TrainConfig) -> list[str]:
@@ -286,11 +288,14 @@ def inspect_samples(spec: FamilySpec, comps, cfg: TrainConfig, samples: list) ->
         spec.setup.inspect_samples(comps, cfg, samples)
 
 
-def sample_notes(spec: FamilySpec, cfg: TrainConfig, samples: list) -> list[str]:
+def sample_notes(
+    spec: FamilySpec, training: TrainingOptions, family_options: FamilyOptions, samples: list
+) -> list[str]:
     """What the family says about the screened samples before it trains them (LTX-2: the clips without sound), the
-    same lines in the training log and in ``check-data``; none when its notes component says nothing of them."""
+    same lines in the training log and in ``check-data``; none when its notes component says nothing of them
+    (``training``, ``family_options``: the run's ``cfg.training`` and ``cfg.family_options``)."""
     notes = getattr(getattr(spec, "notes", None), "sample_notes", None)  # a stand-in spec may have no notes
-    return list(notes(cfg, samples)) if notes is not None else []
+    return list(notes(training, family_options, samples)) if notes is not None else []
 
 
 def requires_captions(spec: FamilySpec) -> bool:
@@ -303,10 +308,10 @@ def caption_source(spec: FamilySpec) -> str:
     return spec.captions.caption_source if spec.captions else "captions"
 
 
-def bucket_stride(spec: FamilySpec, cfg: TrainConfig) -> tuple[int | None, str | None]:
+def bucket_stride(spec: FamilySpec, model: ModelOptions) -> tuple[int | None, str | None]:
     """``(stride, None)`` for a family whose images take aspect-ratio buckets, else ``(None, why only squares)``:
-    its own reason, or that it declares no buckets."""
+    its own reason, or that it declares no buckets (``model``: the run's ``cfg.model``)."""
     if spec.image_buckets is None:
         return None, f"the `{spec.name}` family declares no aspect-ratio buckets (ImageBuckets)"
-    reason = spec.image_buckets.square_only(cfg)
-    return (None, reason) if reason else (int(spec.image_buckets.bucket_stride(cfg)), None)
+    reason = spec.image_buckets.square_only()
+    return (None, reason) if reason else (int(spec.image_buckets.bucket_stride(model)), None)

@@ -415,7 +415,7 @@ class DiffusionPlan(ABC):
         buckets = self.buckets
         out = []
         for config in set_configs(cfg):  # each data set's sizes (one config without --dataset_config)
-            stride = None if buckets is None or buckets.square_only(config) else int(buckets.bucket_stride(config))
+            stride = None if buckets is None or buckets.square_only() else int(buckets.bucket_stride(config.model))
             out += image_pixel_batches(config, stride)
         return distinct(out)
 

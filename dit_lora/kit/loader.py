@@ -51,7 +51,7 @@ from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_dep
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import LoraOptions, TrainConfig
+    from dit_lora.config.schema import LoraOptions, ModelOptions, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -267,11 +267,11 @@ def image_encoder_parts(cfg: TrainConfig, common: dict[str, Any], encoder: str, 
     }
 
 
-def model_configs(cfg: TrainConfig, *folders: str) -> tuple[dict, ...]:
-    """The small configs of the named model's ``folders`` (``config.json``), each ``{}`` when it cannot be read or no
-    model is named (as in ``check-data``, where a family's config defaults stand in)."""
-    named = bool(cfg.model.pretrained_model_name_or_path)
-    return tuple((read_component_config(cfg.model, folder) if named else None) or {} for folder in folders)
+def model_configs(model: ModelOptions, *folders: str) -> tuple[dict, ...]:
+    """The small configs of the named ``model``'s ``folders`` (``config.json``), each ``{}`` when it cannot be read or
+    no model is named (as in ``check-data``, where a family's config defaults stand in)."""
+    named = bool(model.pretrained_model_name_or_path)
+    return tuple((read_component_config(model, folder) if named else None) or {} for folder in folders)
 
 
 def index_pipeline(index: dict, pipelines: tuple[str, ...]) -> str:

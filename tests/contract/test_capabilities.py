@@ -57,7 +57,7 @@ def test_undeclared_capabilities_fall_back_to_the_defaults():
     assert spec.trainables is None
     assert fallback.backbone_patterns(spec, cfg.lora, None) == ["x"] and fallback.extra_trainable(spec, None) == []
     assert fallback.expected_dtypes(spec, None, cfg.weight_dtype) == {"model": torch.bfloat16}
-    assert fallback.quantize_skip_modules(spec) == [] and fallback.generic_defaults(spec, cfg) == {}
+    assert fallback.quantize_skip_modules(spec) == [] and fallback.generic_defaults(spec, None, None) == {}
     assert fallback.start_notes(spec, cfg) == [] and fallback.precision_notes(spec, cfg) == []
     assert fallback.requires_captions(spec) is True and fallback.caption_source(spec) == "captions"
     with pytest.raises(UserError, match="--demo needs the Demo capability"):

@@ -49,7 +49,7 @@ def test_four_required_components_and_the_rest_default_to_none():
     cfg = stand_in(train_backbone=["b"], weight_dtype=torch.float16)
     assert fallback.backbone_patterns(spec, cfg.lora, None) == ["b"]
     assert fallback.expected_dtypes(spec, None, cfg.weight_dtype) == {"model": torch.float16}
-    assert fallback.bucket_stride(spec, cfg) == (None, "the `tiny` family declares no aspect-ratio buckets (ImageBuckets)")
+    assert fallback.bucket_stride(spec, None) == (None, "the `tiny` family declares no aspect-ratio buckets (ImageBuckets)")
     with pytest.raises(UserError, match="--validation_prompt needs the Samples capability"):
         fallback.require(spec, "samples", "--validation_prompt")
 

@@ -52,10 +52,10 @@ class PoolingPlan(base.DiffusionPlan):
 
 
 class Buckets:
-    def bucket_stride(self, cfg):
+    def bucket_stride(self, model):
         return 8
 
-    def square_only(self, cfg):
+    def square_only(self):
         return None
 
 

@@ -343,8 +343,8 @@ def test_model_configs_read_the_named_model_and_stand_empty_without_one(tmp_path
     (tmp_path / "transformer").mkdir()
     (tmp_path / "transformer" / "config.json").write_text('{"patch_size": 2}')
     named = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tmp_path))
-    assert loader.model_configs(named, "transformer", "vae") == ({"patch_size": 2}, {})
-    assert loader.model_configs(TrainConfig(), "transformer", "vae") == ({}, {})
+    assert loader.model_configs(named.model, "transformer", "vae") == ({"patch_size": 2}, {})
+    assert loader.model_configs(TrainConfig().model, "transformer", "vae") == ({}, {})
 
 
 def test_a_folders_pipeline_is_read_only_for_a_family_of_several(monkeypatch):

@@ -59,7 +59,7 @@ class DiTModel(DiffusionModel):
                 f"{tr_cfg.get('norm_type')!r} and num_embeds_ada_norm {tr_cfg.get('num_embeds_ada_norm')!r}). "
                 "Use a DiTPipeline checkpoint such as facebook/DiT-XL-2-256, or another --family."
             )
-        native = GRID.generic_defaults(cfg).get("resolution")
+        native = GRID.generic_defaults(cfg.model, cfg.family_options).get("resolution")
         if native is not None and cfg.data.resolution != native[0]:
             raise UserError(
                 f"--resolution {cfg.data.resolution} differs from this DiT's native {native[0]} px ({native[1]}): "

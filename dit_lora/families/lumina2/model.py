@@ -87,7 +87,7 @@ class Lumina2Model(DiffusionModel):
         """A diffusers Lumina 2 folder of safetensors whose tokenizer can load, at a resolution the transformer
         patches and a caption length its RoPE table holds."""
         self.check_folder(cfg)
-        BUCKETS.check_resolution(cfg)
+        BUCKETS.check_resolution(cfg.model, cfg.data.resolution)
         transformer_cfg = read_component_config(cfg.model, "transformer") or {}
         check_caption_length(max_sequence_length(cfg), transformer_cfg, cfg.model.path)
 

@@ -29,7 +29,7 @@ from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from dit_lora.config.schema import FamilyOptions, LoraOptions, TrainConfig
+    from dit_lora.config.schema import FamilyOptions, LoraOptions, ModelOptions, TrainConfig
     from dit_lora.families.videollm.options import VideoChatOptions
 
 
@@ -175,6 +175,6 @@ class VideoLLMTrainables:
 class VideoLLMDefaults:
     """``FamilySpec.defaults``: what a video LLM no catalogue entry matches trains with."""
 
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, model: ModelOptions, family_options: FamilyOptions) -> dict[str, tuple[Any, str]]:
         """One clip per step: a clip's frames are hundreds to thousands of vision tokens."""
         return {"train_batch_size": (1, "video: one clip per step (a clip is hundreds of vision tokens)")}

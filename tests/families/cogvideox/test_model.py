@@ -18,5 +18,5 @@ def test_precision_keeps_every_module_in_the_weight_dtype():
 
 
 def test_one_clip_per_step_by_default_and_the_task_on_the_model():
-    assert DEFAULTS.generic_defaults(None)["train_batch_size"][0] == 1
+    assert DEFAULTS.generic_defaults(None, None)["train_batch_size"][0] == 1
     assert get_family("cogvideox").model.task == "t2v" and get_family("cogvideox_i2v").model.task == "i2v"

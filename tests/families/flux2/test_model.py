@@ -30,9 +30,9 @@ def test_a_size_off_the_latent_stride_is_refused_naming_the_nearest():
     with pytest.raises(UserError, match=r"--resolution 1000 is not divisible by 16.*Use 992 or 1008"):
         check_resolution(1000)
     spec, cfg = get_family("flux2"), flux2_cfg()
-    assert spec.image_buckets.bucket_stride(cfg) == 16 and spec.image_buckets.square_only(cfg) is None
+    assert spec.image_buckets.bucket_stride(cfg.model) == 16 and spec.image_buckets.square_only() is None
     assert spec.precision.expected_dtypes(None, cfg.weight_dtype)["vae"] == torch.float32
-    assert spec.defaults is None and generic_defaults(spec, cfg) == {}  # no trained size in the transformer config
+    assert spec.defaults is None and generic_defaults(spec, cfg.model, cfg.family_options) == {}  # no trained size in the transformer config
 
 
 def test_default_lora_targets_are_diffusers_scripts():

@@ -42,7 +42,7 @@ def test_an_uncatalogued_models_resolution_is_its_sample_size_times_8(tiny_lumin
     from dit_lora.registry import get_spec
 
     cfg = TrainConfig.for_family("lumina2", pretrained_model_name_or_path=str(tiny_lumina2))
-    assert get_spec("lumina2").defaults.generic_defaults(cfg)["resolution"][0] == 64  # sample_size 8 x 8
+    assert get_spec("lumina2").defaults.generic_defaults(cfg.model, cfg.family_options)["resolution"][0] == 64  # sample_size 8 x 8
 
 
 def test_the_rope_embedder_takes_the_hosts_counts_during_a_loss_and_reads_its_mask_otherwise():

@@ -77,7 +77,7 @@ def test_what_trains_beside_lora_and_what_stays_unquantized():
     assert name == "vision_tower" and lr == 2e-6 and patterns[0].endswith(r"\..*")
     assert set(family.precision.quantize_skip_modules()) == {spec.vision_tower, spec.projector, "lm_head"}
     assert max_tokens(config()) == DEFAULT_MAX_LENGTH and max_tokens(config(max_sequence_length=64)) == 64
-    assert family.defaults.generic_defaults(config())["train_batch_size"][0] == 1
+    assert family.defaults.generic_defaults(config().model, config().family_options)["train_batch_size"][0] == 1
 
 
 def test_the_precision_policy_is_the_run_weight_dtype():

@@ -301,5 +301,5 @@ def test_a_missing_folder_is_named(tmp_path):
 
 
 def test_defaults_and_notes_are_their_own_components():
-    assert DEFAULTS.generic_defaults(None)["train_batch_size"][0] == 1
+    assert DEFAULTS.generic_defaults(None, None)["train_batch_size"][0] == 1
     assert WanNotes(TASKS["wan"]).task is TASKS["wan"]
