@@ -208,8 +208,9 @@ class VideoFrames(Protocol):
 class FrameRate(Protocol):
     """Clips: the frame rate the model generates at (what the log compares ``--frame_sampling``'s rate with)."""
 
-    def model_fps(self, cfg: TrainConfig) -> float:
-        """Frames per second of the checkpoint's videos (e.g. Wan2.1 16, CogVideoX 1.0 8)."""
+    def model_fps(self, model: ModelOptions) -> float:
+        """Frames per second of the checkpoint's videos (e.g. Wan2.1 16, CogVideoX 1.0 8) of the run's model
+        (``cfg.model``)."""
 
 
 @runtime_checkable

@@ -120,7 +120,7 @@ class Clips:
 
 
 class ClipsAtARate(Clips):
-    def model_fps(self, cfg):
+    def model_fps(self, model):
         return 16.0
 
 

@@ -120,7 +120,7 @@ class HunyuanVideo15Model(DiffusionModel):
         """A diffusers HunyuanVideo 1.5 folder of safetensors, sizes the model takes; a step-distilled (meanflow)
         checkpoint refused; image-to-video: a SigLIP encoder and a ``--validation_image`` that exists."""
         self.check_folder(cfg)
-        info = self.task.info(cfg)
+        info = self.task.info(cfg.model)
         if info.meanflow:
             raise UserError(
                 f"`{cfg.model.pretrained_model_name_or_path}` is a step-distilled HunyuanVideo 1.5 checkpoint "
@@ -182,7 +182,7 @@ class HunyuanVideo15Notes(VideoNotes):
         shift = cfg.family_options.flow_shift
         return [
             self.trained_note(cfg),
-            f"training shift {shift if shift else self.task.info(cfg).scheduler_shift:g} "
+            f"training shift {shift if shift else self.task.info(cfg.model).scheduler_shift:g} "
             + ("(--flow_shift)" if shift else "(the checkpoint scheduler's; --flow_shift sets another)"),
         ]
 

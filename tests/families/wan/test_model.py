@@ -89,7 +89,7 @@ def test_both_experts_build_wan_experts(wan_model, subfolders):
 def test_single_expert_checkpoints_load_transformer(wan_model, subfolders):
     family = get_family("wan")
     cfg = _cfg(wan_model("2.1-t2v"))
-    assert trained_experts(family.video_frames, cfg) == ["high"]
+    assert trained_experts(family.video_frames, cfg.model, cfg.family_options) == ["high"]
     comps = family.model.load_components(cfg, CPU)
     assert subfolders == ["transformer"] and comps.state.expert is None
 
