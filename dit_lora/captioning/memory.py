@@ -98,7 +98,7 @@ def weight_bytes(model: torch.nn.Module, cfg: TrainConfig) -> int:
         return total
     precision = get_spec(cfg.model.family).precision
     assert precision is not None  # every video LLM states what --quantize_base leaves alone
-    skip = precision.quantize_skip_modules(cfg)
+    skip = precision.quantize_skip_modules()
     return total - quantize.quantized_weight_savings(model, scheme, quantize.quantized_linears(model, skip))
 
 

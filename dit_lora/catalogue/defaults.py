@@ -140,7 +140,7 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
         entry = match(
             spec.name, config_reader(cfg.model), stored_dtype(cfg.model), cfg.model.pretrained_model_name_or_path
         )
-    proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(spec, cfg))
+    proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(spec, cfg.model, cfg.family_options))
     if entry is not None:
         for name, value in entry.defaults.items():
             proposals[name] = (value, f"{entry.hub_id}: {entry.sources.get(name) or entry.sources['defaults']}")

@@ -334,7 +334,8 @@ def _check_data(args: argparse.Namespace) -> int:
     media = sets_media(cfg, spec) or spec.data.data_handler(cfg, spec)
     # The family's own screening, as training runs it (images, clips to their buckets, video-QA conversations).
     rows, samples, note = media.check(media.list_samples(), log=lambda line: print(line, flush=True))
-    for line in fallback.sample_notes(spec, cfg, samples):  # what the family says of them (LTX-2: clips without sound)
+    # what the family says of them (LTX-2: clips without sound)
+    for line in fallback.sample_notes(spec, cfg.training, cfg.family_options, samples):
         print(line, flush=True)
 
     # The cache: exactly the namespace a run would use when the model is known, else every namespace in

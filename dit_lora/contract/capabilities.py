@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch
     import torch
 
-    from dit_lora.config.schema import FamilyOptions, ModelOptions, TrainConfig, ValidationOptions
+    from dit_lora.config.schema import FamilyOptions, LoraOptions, ModelOptions, TrainConfig, ValidationOptions
 
 
 # ---- the required components (every family fills these four) --------------------------------
@@ -30,8 +30,9 @@ class ModelLoading(Protocol):
     def load_components(self, cfg: TrainConfig, device: torch.device):
         """The :class:`~dit_lora.contract.family.Components` of a run on ``device`` (the model frozen, bf16)."""
 
-    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
-        """Module names (or name suffixes) that get LoRA layers: ``--lora_layers`` or the family's default."""
+    def lora_targets(self, model: torch.nn.Module, lora: LoraOptions) -> list[str]:
+        """Module names (or name suffixes) that get LoRA layers: ``--lora_layers`` (``lora``: the run's
+        ``cfg.lora``) or the family's default."""
 
 
 @runtime_checkable
@@ -116,8 +117,9 @@ class Demo(Protocol):
 class ModelDefaults(Protocol):
     """Defaults for a model no catalogue entry matches, derived from its small configs."""
 
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
-        """``{option: (value, why)}``; a catalogue entry's values replace these, the user's options win over both."""
+    def generic_defaults(self, model: ModelOptions, family_options: FamilyOptions) -> dict[str, tuple[Any, str]]:
+        """``{option: (value, why)}`` for the run's ``cfg.model`` and ``cfg.family_options``; a catalogue entry's
+        values replace these, the user's options win over both."""
 
 
 @runtime_checkable
@@ -135,10 +137,11 @@ class RunNotes(Protocol):
 class Precision(Protocol):
     """The precision policy and what ``--quantize_base`` leaves alone."""
 
-    def expected_dtypes(self, comps, cfg: TrainConfig) -> dict[str, torch.dtype]:
-        """The dtype every floating parameter/buffer of each component should have (``"model"`` or an encoder)."""
+    def expected_dtypes(self, comps, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
+        """The dtype every floating parameter/buffer of each component should have (``"model"`` or an encoder;
+        ``weight_dtype``: the run's, ``cfg.weight_dtype``)."""
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """Modules of the trained model ``--quantize_base`` leaves unquantized (beyond ``_keep_in_fp32_modules``)."""
 
 
@@ -158,11 +161,13 @@ class RunSetup(Protocol):
 class Trainables(Protocol):
     """Original weights trained besides LoRA, and how activation checkpointing is switched on."""
 
-    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
-        """Regexes of original weights trained at ``--backbone_learning_rate``."""
+    def backbone_patterns(self, lora: LoraOptions, family_options: FamilyOptions) -> list[str]:
+        """Regexes of original weights trained at ``--backbone_learning_rate`` (``lora``, ``family_options``: the
+        run's ``cfg.lora`` and ``cfg.family_options``)."""
 
-    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
-        """Further original weights in a group of their own: ``(label, regexes, learning rate)``."""
+    def extra_trainable(self, family_options: FamilyOptions) -> list[tuple[str, list[str], float]]:
+        """Further original weights in a group of their own: ``(label, regexes, learning rate)``
+        (``family_options``: the run's ``cfg.family_options``)."""
 
     def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
         """Turn on activation checkpointing."""
@@ -203,18 +208,20 @@ class VideoFrames(Protocol):
 class FrameRate(Protocol):
     """Clips: the frame rate the model generates at (what the log compares ``--frame_sampling``'s rate with)."""
 
-    def model_fps(self, cfg: TrainConfig) -> float:
-        """Frames per second of the checkpoint's videos (e.g. Wan2.1 16, CogVideoX 1.0 8)."""
+    def model_fps(self, model: ModelOptions) -> float:
+        """Frames per second of the checkpoint's videos (e.g. Wan2.1 16, CogVideoX 1.0 8) of the run's model
+        (``cfg.model``)."""
 
 
 @runtime_checkable
 class ImageBuckets(Protocol):
     """Images: aspect-ratio buckets (``--aspect_buckets``): the model's stride, or why it takes only squares."""
 
-    def bucket_stride(self, cfg: TrainConfig) -> int:
-        """Pixels per transformer token side (VAE downsampling x patch size): every bucket side is a multiple."""
+    def bucket_stride(self, model: ModelOptions) -> int:
+        """Pixels per transformer token side (VAE downsampling x patch size) of the run's model (``cfg.model``):
+        every bucket side is a multiple."""
 
-    def square_only(self, cfg: TrainConfig) -> str | None:
+    def square_only(self) -> str | None:
         """Why the transformer takes only square inputs (its images keep the ``--resolution`` square), or None."""
 
 

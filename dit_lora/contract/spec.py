@@ -44,7 +44,7 @@ from dit_lora.core.errors import UserError
 if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read the contract without torch
     import torch
 
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, LoraOptions, ModelOptions, TrainConfig, TrainingOptions
 
 
 @dataclass(frozen=True)
@@ -231,14 +231,14 @@ def require(spec: FamilySpec, field: str, what: str) -> Any:
     return found
 
 
-def backbone_patterns(spec: FamilySpec, cfg: TrainConfig) -> list[str]:
+def backbone_patterns(spec: FamilySpec, lora: LoraOptions, family_options: FamilyOptions) -> list[str]:
     """The family's backbone regexes, else ``--train_backbone``."""
-    return spec.trainables.backbone_patterns(cfg) if spec.trainables else list(cfg.lora.train_backbone)
+    return spec.trainables.backbone_patterns(lora, family_options) if spec.trainables else list(lora.train_backbone)
 
 
-def extra_trainable(spec: FamilySpec, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
+def extra_trainable(spec: FamilySpec, family_options: FamilyOptions) -> list[tuple[str, list[str], float]]:
     """The family's further trained groups, else none."""
-    return spec.trainables.extra_trainable(cfg) if spec.trainables else []
+    return spec.trainables.extra_trainable(family_options) if spec.trainables else []
 
 
 def enable_gradient_checkpointing(spec: FamilySpec, model: torch.nn.Module) -> None:
@@ -249,19 +249,21 @@ def enable_gradient_checkpointing(spec: FamilySpec, model: torch.nn.Module) -> N
         cast(Any, model).enable_gradient_checkpointing()
 
 
-def expected_dtypes(spec: FamilySpec, comps, cfg: TrainConfig) -> dict[str, torch.dtype]:
+def expected_dtypes(spec: FamilySpec, comps, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
     """The family's precision policy, else the model in the run's weight dtype."""
-    return spec.precision.expected_dtypes(comps, cfg) if spec.precision else {"model": cfg.weight_dtype}
+    return spec.precision.expected_dtypes(comps, weight_dtype) if spec.precision else {"model": weight_dtype}
 
 
-def quantize_skip_modules(spec: FamilySpec, cfg: TrainConfig) -> list[str]:
+def quantize_skip_modules(spec: FamilySpec) -> list[str]:
     """Modules ``--quantize_base`` leaves alone, else none."""
-    return spec.precision.quantize_skip_modules(cfg) if spec.precision else []
+    return spec.precision.quantize_skip_modules() if spec.precision else []
 
 
-def generic_defaults(spec: FamilySpec, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+def generic_defaults(
+    spec: FamilySpec, model: ModelOptions, family_options: FamilyOptions
+) -> dict[str, tuple[Any, str]]:
     """The family's defaults for an uncatalogued model, else none."""
-    return spec.defaults.generic_defaults(cfg) if spec.defaults else {}
+    return spec.defaults.generic_defaults(model, family_options) if spec.defaults else {}
 
 
 def start_notes(spec: FamilySpec, cfg: TrainConfig) -> list[str]:
@@ -286,11 +288,14 @@ def inspect_samples(spec: FamilySpec, comps, cfg: TrainConfig, samples: list) ->
         spec.setup.inspect_samples(comps, cfg, samples)
 
 
-def sample_notes(spec: FamilySpec, cfg: TrainConfig, samples: list) -> list[str]:
+def sample_notes(
+    spec: FamilySpec, training: TrainingOptions, family_options: FamilyOptions, samples: list
+) -> list[str]:
     """What the family says about the screened samples before it trains them (LTX-2: the clips without sound), the
-    same lines in the training log and in ``check-data``; none when its notes component says nothing of them."""
+    same lines in the training log and in ``check-data``; none when its notes component says nothing of them
+    (``training``, ``family_options``: the run's ``cfg.training`` and ``cfg.family_options``)."""
     notes = getattr(getattr(spec, "notes", None), "sample_notes", None)  # a stand-in spec may have no notes
-    return list(notes(cfg, samples)) if notes is not None else []
+    return list(notes(training, family_options, samples)) if notes is not None else []
 
 
 def requires_captions(spec: FamilySpec) -> bool:
@@ -303,10 +308,10 @@ def caption_source(spec: FamilySpec) -> str:
     return spec.captions.caption_source if spec.captions else "captions"
 
 
-def bucket_stride(spec: FamilySpec, cfg: TrainConfig) -> tuple[int | None, str | None]:
+def bucket_stride(spec: FamilySpec, model: ModelOptions) -> tuple[int | None, str | None]:
     """``(stride, None)`` for a family whose images take aspect-ratio buckets, else ``(None, why only squares)``:
-    its own reason, or that it declares no buckets."""
+    its own reason, or that it declares no buckets (``model``: the run's ``cfg.model``)."""
     if spec.image_buckets is None:
         return None, f"the `{spec.name}` family declares no aspect-ratio buckets (ImageBuckets)"
-    reason = spec.image_buckets.square_only(cfg)
-    return (None, reason) if reason else (int(spec.image_buckets.bucket_stride(cfg)), None)
+    reason = spec.image_buckets.square_only()
+    return (None, reason) if reason else (int(spec.image_buckets.bucket_stride(model)), None)

@@ -141,7 +141,7 @@ class ImageMedia:
 
     @functools.cached_property
     def _stride(self) -> tuple[int | None, str | None]:
-        return fallback.bucket_stride(self.spec, self.cfg)
+        return fallback.bucket_stride(self.spec, self.cfg.model)
 
     @functools.cached_property
     def buckets(self) -> list[tuple[int, int]]:
@@ -266,5 +266,5 @@ def check_image_buckets(spec: FamilySpec, cfg: TrainConfig) -> None:
     for config in media.configs if media is not None else [cfg]:
         if spec.image_buckets is not None:
             aspect.run_buckets(
-                config.data.aspect_buckets, config.data.resolution, fallback.bucket_stride(spec, config)[0]
+                config.data.aspect_buckets, config.data.resolution, fallback.bucket_stride(spec, config.model)[0]
             )

@@ -151,7 +151,9 @@ def prepare_data(cfg: TrainConfig, spec: FamilySpec, comps, accelerator, media=N
     samples, held, left_out = _screened_samples(cfg, media, accelerator, log)
     samples, held = _without_refused_captions(samples, held, left_out, comps, cfg, accelerator, log)
     if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
-        for line in report_lines(media, samples + held, comps) + fallback.sample_notes(spec, cfg, samples + held):
+        for line in report_lines(media, samples + held, comps) + fallback.sample_notes(
+            spec, cfg.training, cfg.family_options, samples + held
+        ):
             log(line)
     fallback.inspect_samples(spec, comps, cfg, samples + held)  # e.g. DiT's label map must know every class
     if cfg.data.caption_dropout_probability > 0:

@@ -399,7 +399,7 @@ class VideoMedia:
     def model_fps(self) -> float | None:
         """The frame rate the model generates at (the family's ``frame_rate`` component), or None when the family
         does not say."""
-        return self.spec.frame_rate.model_fps(self.cfg) if self.spec.frame_rate is not None else None
+        return self.spec.frame_rate.model_fps(self.cfg.model) if self.spec.frame_rate is not None else None
 
     @property
     def frames_flag(self) -> str:

@@ -364,7 +364,7 @@ class VideoCard:
             "repo": repo_or_dir,
             "base_name": "model_id",
             "output": "video",
-            "tail": snippet_write_video(self.task.model_fps(cfg)),
+            "tail": snippet_write_video(self.task.model_fps(cfg.model)),
         }
         return Snippet(**{**common, **fields})
 
@@ -373,7 +373,7 @@ class VideoCard:
         buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
         return {
             "resolution": f"{buckets} (frames x height x width)",
-            "model": self.task.info(cfg).describe(),
+            "model": self.task.info(cfg.model).describe(),
             **rows,
             "frame_sampling": cfg.video.frame_sampling,
         }

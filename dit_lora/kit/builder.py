@@ -35,7 +35,7 @@ from dit_lora.kit.demo_data import nearest_sizes
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, ModelOptions
 
 
 def check_divisible(resolution: int, multiple: int, why: str) -> None:
@@ -56,11 +56,11 @@ class AnyAspect:
     def __init__(self, stride: int = 16) -> None:
         self.stride = stride
 
-    def bucket_stride(self, cfg: TrainConfig) -> int:
+    def bucket_stride(self, model: ModelOptions) -> int:
         """:attr:`stride`."""
         return self.stride
 
-    def square_only(self, cfg: TrainConfig) -> str | None:
+    def square_only(self) -> str | None:
         """Never: the transformer takes any grid."""
         return None
 
@@ -89,38 +89,39 @@ class LatentGrid(AnyAspect):
         self.vae_key, self.vae_blocks, self.patch, self.sample_size = vae_key, vae_blocks, patch, sample_size
         self.square = square
 
-    def square_only(self, cfg: TrainConfig) -> str | None:
+    def square_only(self) -> str | None:
         """``square``: the reason every image is cropped to the ``--resolution`` square, or None."""
         return self.square
 
-    def sizes(self, cfg: TrainConfig) -> tuple[int, int, int | None]:
+    def sizes(self, model: ModelOptions) -> tuple[int, int, int | None]:
         """(the VAE's downsampling, the patch size, the transformer's ``sample_size``; None when unset and the class
-        has no default, or when the transformer's config cannot be read)."""
-        vae, transformer = (read_component_config(cfg.model, folder) or {} for folder in ("vae", "transformer"))
+        has no default, or when the transformer's config cannot be read) of the run's ``model``."""
+        vae, transformer = (read_component_config(model, folder) or {} for folder in ("vae", "transformer"))
         factor = 2 ** (len(vae.get(self.vae_key, [0] * self.vae_blocks)) - 1)
         sample = transformer.get("sample_size", self.sample_size if transformer else None)
         return factor, int(transformer.get(self.patch_key, self.patch)), sample
 
-    def bucket_stride(self, cfg: TrainConfig) -> int:
+    def bucket_stride(self, model: ModelOptions) -> int:
         """The VAE's downsampling x the patch size (``default_stride`` without a model)."""
-        if not cfg.model.pretrained_model_name_or_path:
+        if not model.pretrained_model_name_or_path:
             return self.default_stride
-        factor, patch, _ = self.sizes(cfg)
+        factor, patch, _ = self.sizes(model)
         return factor * patch
 
-    def check_resolution(self, cfg: TrainConfig) -> None:
-        """Refuse a ``--resolution`` the transformer cannot patch, in one paragraph naming the size to use."""
-        stride = self.bucket_stride(cfg)
-        if cfg.data.resolution % stride:
+    def check_resolution(self, model: ModelOptions, resolution: int) -> None:
+        """Refuse a ``--resolution`` the transformer of ``model`` cannot patch, in one paragraph naming the size to
+        use."""
+        stride = self.bucket_stride(model)
+        if resolution % stride:
             raise UserError(
-                f"--resolution {cfg.data.resolution} is not a multiple of {stride} (the VAE's downsampling x the patch "
-                f"size). Use {max(stride, cfg.data.resolution // stride * stride)}."
+                f"--resolution {resolution} is not a multiple of {stride} (the VAE's downsampling x the patch "
+                f"size). Use {max(stride, resolution // stride * stride)}."
             )
 
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, model: ModelOptions, family_options: FamilyOptions) -> dict[str, tuple[Any, str]]:
         """The resolution the model was built for (nothing when its configs do not say)."""
-        factor, _, sample = self.sizes(cfg)
-        if not (sample and read_component_config(cfg.model, "vae")):
+        factor, _, sample = self.sizes(model)
+        if not (sample and read_component_config(model, "vae")):
             return {}
         return {"resolution": (int(sample) * factor, f"transformer sample_size {sample} x the VAE's {factor}x")}
 

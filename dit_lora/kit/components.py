@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from dit_lora.config.schema import ValidationOptions
+from dit_lora.config.schema import FamilyOptions, LoraOptions, ValidationOptions
 from dit_lora.contract.capabilities import ImageBuckets
 from dit_lora.contract.family import Components
 from dit_lora.core.fileio import atomic_write
@@ -419,7 +419,7 @@ class DiffusionPlan(ABC):
         buckets = self.buckets
         out = []
         for config in set_configs(cfg):  # each data set's sizes (one config without --dataset_config)
-            stride = None if buckets is None or buckets.square_only(config) else int(buckets.bucket_stride(config))
+            stride = None if buckets is None or buckets.square_only() else int(buckets.bucket_stride(config.model))
             out += image_pixel_batches(config.data, config.training, stride)
         return distinct(out)
 
@@ -447,11 +447,11 @@ class DiffusionNotes:
 class DiffusionPrecision:
     """``FamilySpec.precision``: the model in the run's weight dtype, every Linear quantizable; a family overrides."""
 
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
         """The model in the run's weight dtype."""
-        return {"model": cfg.weight_dtype}
+        return {"model": weight_dtype}
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """``--quantize_base`` quantizes every Linear of the transformer."""
         return []
 
@@ -464,21 +464,21 @@ class Fp32VaePrecision(DiffusionPrecision):
     def __init__(self, text_encoder: bool = True) -> None:
         self.text_encoder = text_encoder
 
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
         """The transformer and the text encoder in the run's weight dtype; the VAE in fp32."""
-        encoder = {"text_encoder": cfg.weight_dtype} if self.text_encoder else {}
-        return {"model": cfg.weight_dtype, **encoder, "vae": torch.float32}
+        encoder = {"text_encoder": weight_dtype} if self.text_encoder else {}
+        return {"model": weight_dtype, **encoder, "vae": torch.float32}
 
 
 class DiffusionTrainables:
     """``FamilySpec.trainables``: what a spec without the component gets (``--train_backbone``, no further groups,
     diffusers' own checkpointing switch); a family overrides what it trains besides LoRA or how it checkpoints."""
 
-    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
+    def backbone_patterns(self, lora: LoraOptions, family_options: FamilyOptions) -> list[str]:
         """``--train_backbone``."""
-        return list(cfg.lora.train_backbone)
+        return list(lora.train_backbone)
 
-    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
+    def extra_trainable(self, family_options: FamilyOptions) -> list[tuple[str, list[str], float]]:
         """No further groups."""
         return []
 

@@ -15,7 +15,7 @@ from dit_lora.kit.video_sizes import clip_buckets
 from dit_lora.modelfiles.pipeline_files import read_once
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import ModelOptions, TrainConfig
 
 T = TypeVar("T")
 
@@ -57,7 +57,7 @@ def clip_geometry(tr: dict[str, Any], vae: dict[str, Any], sched: dict[str, Any]
 
 
 class InfoCache(Generic[T]):
-    """``read(cfg)``, once per model path, revision and (local folders) the modification times of ``files``
+    """``read(model)`` (the run's ``cfg.model``), once per model path, revision and (local folders) the modification times of ``files``
     (:func:`~dit_lora.modelfiles.pipeline_files.read_once`): a module-level cache, the spec's components hold no
     state."""
 
@@ -65,9 +65,9 @@ class InfoCache(Generic[T]):
         self.read, self.files = read, files
         self.seen: dict[tuple, T] = {}
 
-    def __call__(self, cfg: TrainConfig) -> T:
+    def __call__(self, model: ModelOptions) -> T:
         """What ``read`` returned for this model, read again only when the model changed."""
-        return read_once(self.seen, cfg, self.files, self.read)
+        return read_once(self.seen, model, self.files, self.read)
 
     def forget(self) -> None:
         """Drop the configs read so far (``--demo`` has just rewritten the model folder)."""
@@ -100,10 +100,10 @@ class VideoTask:
             return "in-context video-to-video (each clip's reference clip appended, clean, timestep 0, out of the loss)"
         return "text-to-video"
 
-    def info(self, cfg: TrainConfig) -> Any:
-        """What the checkpoint's configs say, read once (:attr:`infos`, looked up on the class: a test stands in a
-        plain function)."""
-        return type(self).infos(cfg)
+    def info(self, model: ModelOptions) -> Any:
+        """What the checkpoint's configs say (``model``: the run's ``cfg.model``), read once (:attr:`infos`, looked
+        up on the class: a test stands in a plain function)."""
+        return type(self).infos(model)
 
     def pipeline_class(self) -> Any:
         """The diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""
@@ -111,16 +111,16 @@ class VideoTask:
 
         return getattr(diffusers, self.pipeline_class_name)
 
-    def model_fps(self, cfg: TrainConfig) -> float:
+    def model_fps(self, model: ModelOptions) -> float:
         """Frames per second the checkpoint generates at (its facts' ``fps``): the rate the log names."""
-        return self.info(cfg).fps
+        return self.info(model).fps
 
     def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
         """``--frame_buckets`` (only those), else automatic aspect buckets around ``--max_num_frames`` x ``--height``
         x ``--width`` or the checkpoint's trained size, that size first (:func:`~.video_sizes.clip_buckets`: the
         transformer's RoPE is computed per input size, so any multiple of ``size_multiple`` runs; the frame rule is
         the VAE's temporal compression, there being no temporal patch)."""
-        info = self.info(cfg)
+        info = self.info(cfg.model)
         stride = f"VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}"
         multiple, factor = info.size_multiple, self.reference_factor(cfg)
         # an in-context task's references (the sides / factor) stay on the model's grid too: the automatic buckets
@@ -147,8 +147,8 @@ class VideoNotes(DiffusionNotes):
         frame rate), and the other automatic buckets (:func:`~dit_lora.data.frames.automatic_note`)."""
         buckets = self.task.video_buckets(cfg)
         f, h, w = buckets[0]
-        at = rate if rate is not None else f" at {self.task.model_fps(cfg):g} fps"
+        at = rate if rate is not None else f" at {self.task.model_fps(cfg.model):g} fps"
         return (
-            f"model: {self.task.info(cfg).describe()}; {self.task.mode}; training size {f}x{h}x{w} (frames x height x "
+            f"model: {self.task.info(cfg.model).describe()}; {self.task.mode}; training size {f}x{h}x{w} (frames x height x "
             f"width){at}" + automatic_note(buckets, automatic=not cfg.video.frame_buckets)
         )

@@ -51,7 +51,7 @@ from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_dep
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import LoraOptions, ModelOptions, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -203,9 +203,9 @@ class DiffusionModel(ABC):
     def validate_config(self, cfg: TrainConfig) -> None:
         """Family-specific checks that read only small config files (never weights)."""
 
-    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
+    def lora_targets(self, model: torch.nn.Module, lora: LoraOptions) -> list[str]:
         """``--lora_layers``, else the family's default layers."""
-        return list(cfg.lora.lora_layers or self.info.default_lora_layers)
+        return list(lora.lora_layers or self.info.default_lora_layers)
 
     def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """What the family's pipeline folder holds: its ``parts`` (a family whose parts depend on the run, on its
@@ -267,11 +267,11 @@ def image_encoder_parts(cfg: TrainConfig, common: dict[str, Any], encoder: str, 
     }
 
 
-def model_configs(cfg: TrainConfig, *folders: str) -> tuple[dict, ...]:
-    """The small configs of the named model's ``folders`` (``config.json``), each ``{}`` when it cannot be read or no
-    model is named (as in ``check-data``, where a family's config defaults stand in)."""
-    named = bool(cfg.model.pretrained_model_name_or_path)
-    return tuple((read_component_config(cfg.model, folder) if named else None) or {} for folder in folders)
+def model_configs(model: ModelOptions, *folders: str) -> tuple[dict, ...]:
+    """The small configs of the named ``model``'s ``folders`` (``config.json``), each ``{}`` when it cannot be read or
+    no model is named (as in ``check-data``, where a family's config defaults stand in)."""
+    named = bool(model.pretrained_model_name_or_path)
+    return tuple((read_component_config(model, folder) if named else None) or {} for folder in folders)
 
 
 def index_pipeline(index: dict, pipelines: tuple[str, ...]) -> str:
@@ -305,7 +305,7 @@ def load_pipeline(model: DiffusionModel, cfg: TrainConfig, device: torch.device)
     parts = model.pipeline_parts(cfg)
     loaded = read_parts(model, parts, cfg)
     transformers = list(loaded.transformers.values())
-    skip = parts.precision.quantize_skip_modules(cfg)
+    skip = parts.precision.quantize_skip_modules()
     for transformer in transformers:  # --quantize_base fp8_scaled: converted before the device
         quantize.after_loading(cfg.model, transformer, skip, device)
     quantize.keep_4bit_layout(*transformers, *loaded.text_encoders.values())
@@ -341,7 +341,7 @@ def load_frozen_transformer(parts: PipelineParts, cfg: TrainConfig, subfolder: s
             )
     except (OSError, ValueError, ImportError) as err:
         raise load_error(parts.kind, cfg.model, err) from None
-    quantize.after_loading(cfg.model, module, parts.precision.quantize_skip_modules(cfg))
+    quantize.after_loading(cfg.model, module, parts.precision.quantize_skip_modules())
     quantize.keep_4bit_layout(module)
     return module.requires_grad_(False).eval().to("cpu")
 

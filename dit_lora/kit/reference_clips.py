@@ -216,7 +216,7 @@ def check_reference_config(cfg: TrainConfig, task, model: str) -> None:
     off the model's size grid (``task``: the family's video task), a missing ``--validation_reference``."""
     refuse_reference_options(cfg, model)
     factor = cfg.family_options.reference_downscale_factor
-    multiple = task.info(cfg).size_multiple
+    multiple = task.info(cfg.model).size_multiple
     for bucket in task.video_buckets(cfg):
         _, height, width = reference_size(bucket, factor)
         if height * factor != bucket[1] or width * factor != bucket[2] or height % multiple or width % multiple:

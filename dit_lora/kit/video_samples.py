@@ -55,7 +55,7 @@ class VideoSamples:
 
     def fps(self, cfg: TrainConfig) -> int:
         """The frame rate the videos are written at: the checkpoint's, in whole frames per second."""
-        return round(self.task.model_fps(cfg))
+        return round(self.task.model_fps(cfg.model))
 
     def pipeline_class(self) -> Any:
         """The task's diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""

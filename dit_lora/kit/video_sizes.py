@@ -17,7 +17,7 @@ from dit_lora.data.video_prepare import VideoMedia
 from dit_lora.kit.components import DiffusionData
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig, TrainingOptions, VideoOptions
+    from dit_lora.config.schema import FamilyOptions, ModelOptions, TrainConfig, TrainingOptions, VideoOptions
 
 
 def clip_buckets(
@@ -94,6 +94,6 @@ class OneClipPerStep:
     def __init__(self, why: str) -> None:
         self.why = why
 
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, model: ModelOptions, family_options: FamilyOptions) -> dict[str, tuple[Any, str]]:
         """``train_batch_size`` 1, and why."""
         return {"train_batch_size": (1, self.why)}

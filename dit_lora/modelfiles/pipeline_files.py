@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import cast
 
-from dit_lora.config import TrainConfig
 from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles.single_file import check_model_path
@@ -279,14 +278,15 @@ def load_error(kind: str, model: ModelOptions, err: BaseException) -> UserError:
     )
 
 
-def read_once(cache: dict, cfg: TrainConfig, files: tuple[str, ...], read):
-    """``read(cfg)``, memoised in ``cache`` by model path, revision and (local folders) the modification times of
-    ``files`` (paths inside the model folder), so a rebuilt model is read again. For what a family derives from
-    a checkpoint's small configs: Hub reads cost a request each, and a family spec holds no state."""
-    path = cfg.model.pretrained_model_name_or_path
+def read_once(cache: dict, model: ModelOptions, files: tuple[str, ...], read):
+    """``read(model)``, memoised in ``cache`` by model path, revision and (local folders) the modification times of
+    ``files`` (paths inside the model folder), so a rebuilt model is read again (``model``: the run's
+    ``cfg.model``). For what a family derives from a checkpoint's small configs: Hub reads cost a request each, and a
+    family spec holds no state."""
+    path = model.pretrained_model_name_or_path
     if path is None:  # `dit-lora check-data --family wan` without a model: this was a TypeError traceback
         raise UserError(
-            f"--family {cfg.model.family} reads its frame rule, default size and size multiple from the model's configs, "
+            f"--family {model.family} reads its frame rule, default size and size multiple from the model's configs, "
             f"and no model was given. Pass --pretrained_model_name_or_path (a diffusers folder or Hub id: only its "
             f"config files are read, no weights), or --config with the run's YAML."
         )
@@ -295,7 +295,7 @@ def read_once(cache: dict, cfg: TrainConfig, files: tuple[str, ...], read):
         stamp = tuple(
             os.stat(f).st_mtime_ns if os.path.exists(f) else None for f in (os.path.join(path, name) for name in files)
         )
-    key = (path, cfg.model.revision, stamp)
+    key = (path, model.revision, stamp)
     if key not in cache:
-        cache[key] = read(cfg)
+        cache[key] = read(model)
     return cache[key]

@@ -152,7 +152,7 @@ def check_adapter_rank(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfi
     """Refuse the run's ``--rank`` when no layer it targets can use it
     (:func:`~dit_lora.modeling.adapters.check_rank`), right after the model loads: a run learns it before its data
     is read and cached, not at the attach that comes after (which checks again, for ``dit-lora plan``)."""
-    check_rank(cfg.lora, _target_sides(model, _resolve_targets(model, spec.model.lora_targets(model, cfg))))
+    check_rank(cfg.lora, _target_sides(model, _resolve_targets(model, spec.model.lora_targets(model, cfg.lora))))
 
 
 def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfig) -> Trainables:
@@ -163,19 +163,19 @@ def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfig
     """
     notes: list[str] = []
     lora_config = add_adapter(
-        model, cfg.lora, targets=spec.model.lora_targets(model, cfg), seed=cfg.training.seed, notes=notes
+        model, cfg.lora, targets=spec.model.lora_targets(model, cfg.lora), seed=cfg.training.seed, notes=notes
     )
-    backbone = unfreeze_backbone(model, fallback.backbone_patterns(spec, cfg))
+    backbone = unfreeze_backbone(model, fallback.backbone_patterns(spec, cfg.lora, cfg.family_options))
     extra = [
         (label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight
-        for label, patterns, lr in fallback.extra_trainable(spec, cfg)
+        for label, patterns, lr in fallback.extra_trainable(spec, cfg.family_options)
     ]
     if quantize.enabled(cfg.model):  # on the plan's meta model (before loading) and on the loaded one
         quantize.check_trainable(
             cfg.model,
             cfg.lora,
             backbone + [n for _, names, _ in extra for n in names],
-            quantize.quantized_linears(model, fallback.quantize_skip_modules(spec, cfg)),
+            quantize.quantized_linears(model, fallback.quantize_skip_modules(spec)),
         )
     cast_trainable_to_fp32(model, under_autocast=cfg.training.mixed_precision != "no")
     checkpointing = (

@@ -145,7 +145,8 @@ def write_model_card(
     backbone_note = (
         "\nThis adapter also trained original weights (`dit_lora_backbone.safetensors`); load both with\n"
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"
-        if fallback.backbone_patterns(spec, cfg) and spec.info.adapter_weight_name == ADAPTER_FILE
+        if fallback.backbone_patterns(spec, cfg.lora, cfg.family_options)
+        and spec.info.adapter_weight_name == ADAPTER_FILE
         else ""
     )
     strength = _strength_note(spec, cfg.lora) + type_note(cfg.lora, spec.exports) + _exports_note(spec)
@@ -243,7 +244,7 @@ def _settings(spec: FamilySpec, cfg: TrainConfig, summary: dict) -> dict[str, An
         "steps": summary.get("steps"),
         "resolution": cfg.data.resolution,
         "mixed_precision": cfg.training.mixed_precision,
-        "train_backbone": fallback.backbone_patterns(spec, cfg) or None,
+        "train_backbone": fallback.backbone_patterns(spec, cfg.lora, cfg.family_options) or None,
         "loraplus_lr_ratio": cfg.lora.loraplus_lr_ratio,
         # the file's name only: a Hub card names no local path
         "started from (--network_weights)": Path(cfg.lora.network_weights).name if cfg.lora.network_weights else None,

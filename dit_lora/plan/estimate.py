@@ -368,7 +368,7 @@ def plan_run(
     full_depth, sub = _depth(spec, cfg.model, read)
     comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
     checkpointing = attach_on_meta(comps.model, spec, cfg).checkpointing
-    quantizable = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
+    quantizable = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec))
     weights, dequant, te_savings, nf4_savings = _weights(cfg.model, cfg.weight_dtype, comps, quantizable)
     swap = swap_figures(cfg.performance, spec, comps.model, device, weights["model"])
     cached = bool(comps.encoders) and cfg.data.cache_latents

@@ -136,8 +136,8 @@ def _export(
     advice = _export_advice(run, final_checkpoint)
     lora_state, backbone = trainables.split_trainable_state(model, run.trainables.saved_backbone, state=full)
     metadata = model.peft_config["default"].to_dict()
-    patterns = fallback.backbone_patterns(spec, cfg) + [
-        p for _, pats, _ in fallback.extra_trainable(spec, cfg) for p in pats
+    patterns = fallback.backbone_patterns(spec, cfg.lora, cfg.family_options) + [
+        p for _, pats, _ in fallback.extra_trainable(spec, cfg.family_options) for p in pats
     ]
     with reporting_disk_full("the adapter", out, needed=_bytes(lora_state) + _bytes(backbone), advice=advice):
         written = write_adapter(spec, out, lora_state, metadata, backbone, patterns, comps=run.comps, cfg=cfg)

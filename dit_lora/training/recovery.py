@@ -164,7 +164,7 @@ class Recovery:
                         "loss_spikes": reading.loss_spikes,
                         "learning_rate": self.guard.current_lrs()[0],
                         "max_grad_norm": self.cfg.training.max_grad_norm,
-                        "train_backbone": fallback.backbone_patterns(self.spec, self.cfg),
+                        "train_backbone": fallback.backbone_patterns(self.spec, self.cfg.lora, self.cfg.family_options),
                         "mixed_precision": self.cfg.training.mixed_precision,
                         "compile": self.cfg.performance.compile,
                     },

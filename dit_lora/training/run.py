@@ -120,7 +120,7 @@ def _add_trainables(run: Run) -> Trainables:
     if cfg.lora.network_weights and run.resume is None:  # a resume's checkpoint holds the adapter it started from
         run.log(load_start_adapter(run.comps.model, cfg.lora.network_weights, pipeline_class(spec), cfg.lora.lora_type))
     mismatches = audit_precision(
-        run.comps, fallback.expected_dtypes(spec, run.comps, cfg), allow_fp16=cfg.training.allow_fp16
+        run.comps, fallback.expected_dtypes(spec, run.comps, cfg.weight_dtype), allow_fp16=cfg.training.allow_fp16
     )
     if mismatches:
         run.log("warning: " + format_audit(mismatches) + f"\n  (full list: {run.out / PRECISION_AUDIT_FILE})")

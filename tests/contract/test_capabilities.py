@@ -55,9 +55,9 @@ def test_undeclared_capabilities_fall_back_to_the_defaults():
     spec = tiny_spec("toy_caps")
     cfg = stand_in(train_backbone=["x"], weight_dtype=torch.bfloat16)
     assert spec.trainables is None
-    assert fallback.backbone_patterns(spec, cfg) == ["x"] and fallback.extra_trainable(spec, cfg) == []
-    assert fallback.expected_dtypes(spec, None, cfg) == {"model": torch.bfloat16}
-    assert fallback.quantize_skip_modules(spec, cfg) == [] and fallback.generic_defaults(spec, cfg) == {}
+    assert fallback.backbone_patterns(spec, cfg.lora, None) == ["x"] and fallback.extra_trainable(spec, None) == []
+    assert fallback.expected_dtypes(spec, None, cfg.weight_dtype) == {"model": torch.bfloat16}
+    assert fallback.quantize_skip_modules(spec) == [] and fallback.generic_defaults(spec, None, None) == {}
     assert fallback.start_notes(spec, cfg) == [] and fallback.precision_notes(spec, cfg) == []
     assert fallback.requires_captions(spec) is True and fallback.caption_source(spec) == "captions"
     with pytest.raises(UserError, match="--demo needs the Demo capability"):
@@ -68,11 +68,11 @@ def test_a_method_present_but_undeclared_is_not_used():
     """Declaration, not probing: a hook a component has but whose field is left None is never called."""
 
     class Undeclared(TinyModel):
-        def backbone_patterns(self, cfg):
+        def backbone_patterns(self, lora, family_options):
             raise AssertionError("called without being declared")
 
     spec = tiny_spec("toy_caps", model=Undeclared())
-    assert fallback.backbone_patterns(spec, stand_in(train_backbone=[])) == []
+    assert fallback.backbone_patterns(spec, stand_in(train_backbone=[]).lora, None) == []
 
 
 def test_exports_is_a_capability_and_is_checked():

@@ -18,7 +18,7 @@ from config_stand_in import stand_in
 class _Model:
     def validate_config(self, cfg): ...
     def load_components(self, cfg, device): ...
-    def lora_targets(self, model, cfg): return ["to_q"]
+    def lora_targets(self, model, lora): return ["to_q"]
 
 
 class _Data:
@@ -47,9 +47,9 @@ def test_four_required_components_and_the_rest_default_to_none():
     assert list(REQUIRED) == ["model", "data", "loss", "adapter"]
     assert all(getattr(spec, name) is None for name in OPTIONAL) and spec.capabilities == ()
     cfg = stand_in(train_backbone=["b"], weight_dtype=torch.float16)
-    assert fallback.backbone_patterns(spec, cfg) == ["b"]
-    assert fallback.expected_dtypes(spec, None, cfg) == {"model": torch.float16}
-    assert fallback.bucket_stride(spec, cfg) == (None, "the `tiny` family declares no aspect-ratio buckets (ImageBuckets)")
+    assert fallback.backbone_patterns(spec, cfg.lora, None) == ["b"]
+    assert fallback.expected_dtypes(spec, None, cfg.weight_dtype) == {"model": torch.float16}
+    assert fallback.bucket_stride(spec, None) == (None, "the `tiny` family declares no aspect-ratio buckets (ImageBuckets)")
     with pytest.raises(UserError, match="--validation_prompt needs the Samples capability"):
         fallback.require(spec, "samples", "--validation_prompt")
 

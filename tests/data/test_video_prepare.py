@@ -732,7 +732,7 @@ def test_video_dataset_split_picks_the_split_of_a_save_to_disk_folder(tmp_path, 
 class FakeFpsParts(FakeVideoParts):
     """The fake video family, generating at 16 fps (what Wan2.1 and CogVideoX 1.5 say)."""
 
-    def model_fps(self, cfg):
+    def model_fps(self, model):
         return 16
 
 

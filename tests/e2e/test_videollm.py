@@ -252,7 +252,7 @@ def test_bad_video_llm_inputs_end_in_one_paragraph(assets, tmp_path):
                              lora_layers="qkv"))
     model = family.model.load_components(cfg, torch.device("cpu")).model
     with pytest.raises(UserError, match="not a projection of the language model"):
-        family.model.lora_targets(model, cfg)
+        family.model.lora_targets(model, cfg.lora)
 
 
 @pytest.mark.slow

@@ -250,7 +250,7 @@ class ClipTask:
 
     pipeline_class_name = "WanPipeline"
 
-    def model_fps(self, cfg):
+    def model_fps(self, model):
         return 16
 
     def video_buckets(self, cfg):

@@ -58,10 +58,10 @@ class Plan(base.DiffusionPlan):
 
 
 class Buckets:
-    def bucket_stride(self, cfg):
+    def bucket_stride(self, model):
         return 32
 
-    def square_only(self, cfg):
+    def square_only(self):
         return False
 
 
@@ -120,7 +120,7 @@ class Clips:
 
 
 class ClipsAtARate(Clips):
-    def model_fps(self, cfg):
+    def model_fps(self, model):
         return 16.0
 
 
@@ -181,19 +181,19 @@ def test_the_latent_grid_reads_the_stride_and_the_native_size_from_the_configs(t
     grid = LatentGrid()
     assert isinstance(grid, caps.ImageBuckets) and isinstance(grid, caps.ModelDefaults)
     cfg = _cfg(_model(tmp_path / "m", vae_blocks=4, patch=2), resolution=40)
-    assert grid.bucket_stride(cfg) == 16 and grid.square_only(cfg) is None
-    assert grid.generic_defaults(cfg) == {"resolution": (32, "transformer sample_size 4 x the VAE's 8x")}
-    assert grid.generic_defaults(_cfg(_model(tmp_path / "n", 2, 1, sample=None))) == {}
-    assert LatentGrid(default_stride=8).bucket_stride(TrainConfig()) == 8  # no model
+    assert grid.bucket_stride(cfg.model) == 16 and grid.square_only() is None
+    assert grid.generic_defaults(cfg.model, cfg.family_options) == {"resolution": (32, "transformer sample_size 4 x the VAE's 8x")}
+    assert grid.generic_defaults(_cfg(_model(tmp_path / "n", 2, 1, sample=None)).model, None) == {}
+    assert LatentGrid(default_stride=8).bucket_stride(TrainConfig().model) == 8  # no model
     # a transformer class's own sample_size (DiT's 32) stands in for a config that leaves it unset
     unset = _cfg(tmp_path / "n")
-    assert LatentGrid(sample_size=32).generic_defaults(unset) == {
+    assert LatentGrid(sample_size=32).generic_defaults(unset.model, unset.family_options) == {
         "resolution": (64, "transformer sample_size 32 x the VAE's 2x")}
     with pytest.raises(UserError, match=r"--resolution 40 is not a multiple of 16 .* Use 32\."):
-        grid.check_resolution(cfg)
-    grid.check_resolution(_cfg(cfg.model.pretrained_model_name_or_path, resolution=64))
+        grid.check_resolution(cfg.model, cfg.data.resolution)
+    grid.check_resolution(_cfg(cfg.model.pretrained_model_name_or_path, resolution=64).model, 64)
     # a transformer that unpatchifies only squares (DiT's) says why, on the same grid
-    assert LatentGrid(square="it unpatchifies a square").square_only(cfg) == "it unpatchifies a square"
+    assert LatentGrid(square="it unpatchifies a square").square_only() == "it unpatchifies a square"
 
 
 def test_check_divisible_says_why_and_the_nearest_sizes():
@@ -209,8 +209,8 @@ def test_check_divisible_says_why_and_the_nearest_sizes():
 
 def test_any_aspect_takes_the_familys_stride_as_a_value():
     cfg = TrainConfig()
-    assert AnyAspect().bucket_stride(cfg) == 16 and AnyAspect(32).bucket_stride(cfg) == 32
-    assert AnyAspect(32).square_only(cfg) is None
+    assert AnyAspect().bucket_stride(cfg.model) == 16 and AnyAspect(32).bucket_stride(cfg.model) == 32
+    assert AnyAspect(32).square_only() is None
 
 
 def test_the_plan_builds_the_kit_models_own_components_on_the_meta_device(monkeypatch):

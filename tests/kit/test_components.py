@@ -52,10 +52,10 @@ class PoolingPlan(base.DiffusionPlan):
 
 
 class Buckets:
-    def bucket_stride(self, cfg):
+    def bucket_stride(self, model):
         return 8
 
-    def square_only(self, cfg):
+    def square_only(self):
         return None
 
 
@@ -86,10 +86,10 @@ def test_the_bases_fill_a_spec_each_against_its_protocol():
     assert (spec.captions.caption_source, spec.captions.requires_captions) == ("captions", True)
     assert isinstance(spec.data.data_handler(TrainConfig(resolution=32), spec), ImageMedia)
     cfg = TrainConfig(resolution=32)
-    assert spec.model.lora_targets(None, cfg) == ["to_q"]
-    assert spec.model.lora_targets(None, dataclasses.replace(cfg, lora_layers=("proj",))) == ["proj"]
-    assert spec.notes.start_notes(cfg) == [] == spec.notes.precision_notes(cfg) == spec.precision.quantize_skip_modules(cfg)
-    assert spec.precision.expected_dtypes(None, cfg) == {"model": cfg.weight_dtype}
+    assert spec.model.lora_targets(None, cfg.lora) == ["to_q"]
+    assert spec.model.lora_targets(None, dataclasses.replace(cfg, lora_layers=("proj",)).lora) == ["proj"]
+    assert spec.notes.start_notes(cfg) == [] == spec.notes.precision_notes(cfg) == spec.precision.quantize_skip_modules()
+    assert spec.precision.expected_dtypes(None, cfg.weight_dtype) == {"model": cfg.weight_dtype}
     assert spec.setup.configure(None, cfg) is None and spec.setup.inspect_samples(None, cfg, []) is None
 
 
@@ -261,11 +261,11 @@ def test_ddpm_noise_draws_the_noise_then_the_timesteps_and_noises_by_the_schedul
 
 def test_the_fp32_vae_precision():
     cfg = TrainConfig(mixed_precision="bf16")
-    assert base.Fp32VaePrecision().expected_dtypes(None, cfg) == {
+    assert base.Fp32VaePrecision().expected_dtypes(None, cfg.weight_dtype) == {
         "model": torch.bfloat16, "text_encoder": torch.bfloat16, "vae": torch.float32}
     assert isinstance(base.Fp32VaePrecision(), caps.Precision)
     # a class-conditional model (DiT) has no text encoder to expect
-    assert base.Fp32VaePrecision(text_encoder=False).expected_dtypes(None, cfg) == {
+    assert base.Fp32VaePrecision(text_encoder=False).expected_dtypes(None, cfg.weight_dtype) == {
         "model": torch.bfloat16, "vae": torch.float32}
 
 
@@ -279,8 +279,8 @@ def test_the_trainables_base_is_the_contracts_fallback_a_family_overrides():
     cfg = TrainConfig(train_backbone=["norm"])
     bare = FamilySpec.__new__(FamilySpec)
     object.__setattr__(bare, "trainables", None)
-    assert trainables.backbone_patterns(cfg) == contract.backbone_patterns(bare, cfg) == ["norm"]
-    assert trainables.extra_trainable(cfg) == contract.extra_trainable(bare, cfg) == []
+    assert trainables.backbone_patterns(cfg.lora, cfg.family_options) == contract.backbone_patterns(bare, cfg.lora, cfg.family_options) == ["norm"]
+    assert trainables.extra_trainable(cfg.family_options) == contract.extra_trainable(bare, cfg.family_options) == []
     switched = []
     trainables.enable_gradient_checkpointing(SimpleNamespace(enable_gradient_checkpointing=lambda: switched.append(1)))
     assert switched == [1]

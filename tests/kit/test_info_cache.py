@@ -18,14 +18,13 @@ from dit_lora.kit.info_cache import ClipGeometry, InfoCache, VideoNotes, VideoTa
 def test_read_once_per_model_and_again_after_a_rebuild_or_forget(tmp_path):
     (tmp_path / "model_index.json").write_text("{}")
     reads = []
-    cache = InfoCache(lambda cfg: reads.append(cfg.model.pretrained_model_name_or_path) or len(reads))
-    cfg = SimpleNamespace(model=SimpleNamespace(pretrained_model_name_or_path=str(tmp_path), revision=None,
-                                                family="wan"))
-    assert cache(cfg) == 1 and cache(cfg) == 1
+    cache = InfoCache(lambda model: reads.append(model.pretrained_model_name_or_path) or len(reads))
+    model = SimpleNamespace(pretrained_model_name_or_path=str(tmp_path), revision=None, family="wan")
+    assert cache(model) == 1 and cache(model) == 1
     os.utime(tmp_path / "model_index.json", ns=(1, 1))
-    assert cache(cfg) == 2
+    assert cache(model) == 2
     cache.forget()
-    assert cache(cfg) == 3
+    assert cache(model) == 3
 
 
 def test_clip_geometry_reads_the_vae_and_patch_and_defaults_when_unreadable():
@@ -46,7 +45,7 @@ class Facts(ClipGeometry):
 
 @dataclass(frozen=True)
 class Task(VideoTask):
-    infos, label = InfoCache(lambda cfg: Facts()), "Model"
+    infos, label = InfoCache(lambda model: Facts()), "Model"
 
 
 def _sizes(**values):
@@ -56,7 +55,7 @@ def _sizes(**values):
 
 def test_a_video_task_reads_its_facts_once_and_gives_buckets_rate_and_pipeline():
     task = Task(name="t", task="t2v", pipeline_class_name="WanPipeline")
-    assert task.video_buckets(_sizes())[0] == (9, 64, 96) and task.model_fps(_sizes()) == 24
+    assert task.video_buckets(_sizes())[0] == (9, 64, 96) and task.model_fps(_sizes().model) == 24
     assert task.pipeline_class().__name__ == "WanPipeline"
     with pytest.raises(UserError, match="--height 72 must be a multiple of 16 for this Model checkpoint"):
         task.video_buckets(_sizes(height=72))
@@ -76,7 +75,7 @@ class Described(Facts):
 
 @dataclass(frozen=True)
 class DescribedTask(VideoTask):
-    infos, label = InfoCache(lambda cfg: Described()), "Model"
+    infos, label = InfoCache(lambda model: Described()), "Model"
 
 
 def test_the_video_notes_say_the_model_task_size_and_rate():

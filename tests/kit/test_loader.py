@@ -97,7 +97,7 @@ def rec(monkeypatch) -> Recorder:
 
 
 class SkipEmbedder(DiffusionPrecision):
-    def quantize_skip_modules(self, cfg):
+    def quantize_skip_modules(self):
         return ["t_embedder"]
 
 
@@ -143,8 +143,8 @@ def test_lora_goes_on_the_families_default_layers_unless_the_run_names_its_own()
     """DiffusionModel.lora_targets: --lora_layers wins; else info.default_lora_layers."""
     model = ToyModel()
     model.info = FamilyInfo(pipeline_class_name="ToyPipeline", default_lora_layers=("to_q", "to_k"))
-    assert model.lora_targets(None, TrainConfig()) == ["to_q", "to_k"]
-    assert model.lora_targets(None, TrainConfig.for_family("sana", lora_layers=("proj",))) == ["proj"]
+    assert model.lora_targets(None, TrainConfig().lora) == ["to_q", "to_k"]
+    assert model.lora_targets(None, TrainConfig.for_family("sana", lora_layers=("proj",)).lora) == ["proj"]
 
 
 def test_the_kit_owns_the_lever_order(rec):
@@ -343,8 +343,8 @@ def test_model_configs_read_the_named_model_and_stand_empty_without_one(tmp_path
     (tmp_path / "transformer").mkdir()
     (tmp_path / "transformer" / "config.json").write_text('{"patch_size": 2}')
     named = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tmp_path))
-    assert loader.model_configs(named, "transformer", "vae") == ({"patch_size": 2}, {})
-    assert loader.model_configs(TrainConfig(), "transformer", "vae") == ({}, {})
+    assert loader.model_configs(named.model, "transformer", "vae") == ({"patch_size": 2}, {})
+    assert loader.model_configs(TrainConfig().model, "transformer", "vae") == ({}, {})
 
 
 def test_a_folders_pipeline_is_read_only_for_a_family_of_several(monkeypatch):

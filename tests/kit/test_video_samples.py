@@ -95,8 +95,8 @@ def test_the_size_rate_and_pipeline_are_the_tasks_by_default():
     class TaskSamples(VideoSamples, DiffusionSamples):
         pass
 
-    task = SimpleNamespace(video_buckets=lambda cfg: [(9, 64, 96), (17, 32, 32)], model_fps=lambda cfg: 15.6,
+    task = SimpleNamespace(video_buckets=lambda cfg: [(9, 64, 96), (17, 32, 32)], model_fps=lambda model: 15.6,
                            pipeline_class=lambda: "Pipeline")
     samples = TaskSamples(task, "encoders")
     assert samples.task is task and samples.encoders == "encoders"
-    assert (samples.video_size(None), samples.fps(None), samples.pipeline_class()) == ((9, 64, 96), 16, "Pipeline")
+    assert (samples.video_size(None), samples.fps(SimpleNamespace(model=None)), samples.pipeline_class()) == ((9, 64, 96), 16, "Pipeline")

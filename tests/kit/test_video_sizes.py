@@ -51,4 +51,4 @@ def test_a_clip_plan_plans_its_tasks_buckets():
 
 
 def test_one_clip_per_step_says_why():
-    assert OneClipPerStep("as the trainers").generic_defaults(None) == {"train_batch_size": (1, "as the trainers")}
+    assert OneClipPerStep("as the trainers").generic_defaults(None, None) == {"train_batch_size": (1, "as the trainers")}

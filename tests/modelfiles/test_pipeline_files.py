@@ -123,11 +123,11 @@ def test_read_once_reads_again_only_when_a_config_file_changes(tmp_path):
     cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tmp_path), train_data_dir="x")
     calls, cache = [], {}
     read = lambda c: calls.append(1) or len(calls)  # noqa: E731
-    assert read_once(cache, cfg, ("model_index.json",), read) == 1
-    assert read_once(cache, cfg, ("model_index.json",), read) == 1  # memoised
+    assert read_once(cache, cfg.model, ("model_index.json",), read) == 1
+    assert read_once(cache, cfg.model, ("model_index.json",), read) == 1  # memoised
     stat = os.stat(tmp_path / "model_index.json")
     os.utime(tmp_path / "model_index.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-    assert read_once(cache, cfg, ("model_index.json",), read) == 2  # a rebuilt model is read again
+    assert read_once(cache, cfg.model, ("model_index.json",), read) == 2  # a rebuilt model is read again
 
 
 def test_an_unreachable_hub_is_asked_once_then_only_the_cache(monkeypatch):

@@ -55,7 +55,7 @@ class _StandInModel:
     def load_components(self, cfg, device):
         raise NotImplementedError
 
-    def lora_targets(self, model, cfg):
+    def lora_targets(self, model, lora):
         raise NotImplementedError
 
 

@@ -61,17 +61,17 @@ def config(tmp_path, data, **kw):
 class PoolingBuckets:
     """A model that takes any size in steps of 8 (its pooling): aspect-ratio buckets."""
 
-    def bucket_stride(self, cfg):
+    def bucket_stride(self, model):
         return 8
 
-    def square_only(self, cfg):
+    def square_only(self):
         return None
 
 
 class SquareBuckets(PoolingBuckets):
     """A model whose transformer takes only squares (as DiT's)."""
 
-    def square_only(self, cfg):
+    def square_only(self):
         return "this stand-in takes only square inputs, so every image is cropped to the --resolution square"
 
 

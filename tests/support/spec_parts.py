@@ -11,7 +11,7 @@ class TinyModel:
 
     def validate_config(self, cfg): ...
     def load_components(self, cfg, device): ...
-    def lora_targets(self, model, cfg): return ["to_q"]
+    def lora_targets(self, model, lora): return ["to_q"]
 
 
 class TinyData:

@@ -16,7 +16,7 @@ def test_precision_audit_clean_then_reports_a_cast_norm(tiny_sana):
     family = get_family("sana")
     cfg = TrainConfig(pretrained_model_name_or_path=str(tiny_sana), train_data_dir="unused", resolution=64)
     comps = family.model.load_components(cfg, torch.device("cpu"))
-    policy = family.precision.expected_dtypes(comps, cfg)
+    policy = family.precision.expected_dtypes(comps, cfg.weight_dtype)
     assert policy == {"model": torch.bfloat16, "text_encoder": torch.bfloat16, "vae": torch.float32}
     assert audit_precision(comps, policy, allow_fp16=False) == []
     trainables.add_lora(comps.model, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)

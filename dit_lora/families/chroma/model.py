@@ -49,7 +49,7 @@ class ChromaPrecision(Fp32VaePrecision):
     that computes every block's modulation from the timestep) stays out of ``--quantize_base``, as SD.Next keeps it out
     of its quantization: an error there shifts and scales every block at once."""
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """The modulation network and the in/out projections (the per-token embedders of image and caption)."""
         return ["distilled_guidance_layer", "x_embedder", "context_embedder", "proj_out"]
 

@@ -63,14 +63,14 @@ class CogVideoXCard(KitCard):
                 f"num_frames={frames}, height={height}, width={width},",
                 *image_call_args(cfg.data, cfg.validation)[1:],
             ],
-            tail=snippet_write_video(self.video.model_info(cfg).fps),
+            tail=snippet_write_video(self.video.model_info(cfg.model).fps),
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The buckets, the version, the loss settings, the text length, frame sampling and the VAE's modes."""
         options = cfg.family_options
         buckets = describe_buckets(self.video.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
-        info = self.video.model_info(cfg)
+        info = self.video.model_info(cfg.model)
         return {
             "resolution": f"{buckets} (frames x height x width)",  # replaces the image row
             "model": info.describe(),

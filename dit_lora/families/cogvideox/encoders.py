@@ -41,7 +41,7 @@ class CogVideoXEncoders(DiffusionEncoders):
             "cogvideox_variant": self.task,  # the stored key keeps its name: existing caches stay valid
             **model_identity(cfg),
             "dtype": cfg.training.mixed_precision,  # VAE and T5 run in it
-            "max_sequence_length": self.video.model_info(cfg).max_text_seq_length,
+            "max_sequence_length": self.video.model_info(cfg.model).max_text_seq_length,
             "vae_tiling": cfg.family_options.enable_tiling,  # tiles blend at the seams: slightly different latents
             "vae_slicing": cfg.family_options.enable_slicing,
             "latents": "posterior_mean_fp32" + ("+first_frame" if self.task == "i2v" else ""),

@@ -15,6 +15,7 @@ import torch
 from dit_lora.catalogue import match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_buckets, check_num_frames, latent_frames, latent_padding, resolution_buckets
 from dit_lora.kit.info_cache import InfoCache
@@ -112,12 +113,12 @@ class ModelInfo:
         return text
 
 
-def model_info(cfg: TrainConfig) -> ModelInfo:
+def model_info(model: ModelOptions) -> ModelInfo:
     """Read ``model_index.json``, the transformer and VAE configs (small files only).
 
     Through the catalogue's reader: a catalogued Hub id not yet downloaded reads its published configs.
     """
-    read = config_reader(cfg.model)
+    read = config_reader(model)
     index = read("", "model_index.json") or {}
     tr = read("transformer", "config.json") or {}
     vae = read("vae", "config.json") or {}
@@ -135,7 +136,7 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
         named = "i2v" if pipeline_class == I2V_PIPELINE else "t2v"
         task = task or named
         evidence = f"model_index.json names {pipeline_class}" + (f"; {evidence}" if evidence else "")
-    published = _published_size(cfg, task) if tr else None
+    published = _published_size(model, task) if tr else None
     sample = {}
     for key in ("sample_frames", "sample_height", "sample_width", "patch_size", "max_text_seq_length"):
         if tr.get(key) is not None:
@@ -155,9 +156,9 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
     )
 
 
-def _published_size(cfg: TrainConfig, task: str | None) -> tuple[int, int, int, str] | None:
+def _published_size(model: ModelOptions, task: str | None) -> tuple[int, int, int, str] | None:
     """The documented training size of the catalogue entry this model's configs match, if any."""
-    entry = match(FAMILY_FOR.get(task or "t2v", "cogvideox"), config_reader(cfg.model))
+    entry = match(FAMILY_FOR.get(task or "t2v", "cogvideox"), config_reader(model))
     if entry is None or "frames" not in entry.trained:
         return None
     t = entry.trained
@@ -250,20 +251,20 @@ def size_flags(cfg: TrainConfig) -> str:
 class CogVideoXVideo:
     """``FamilySpec.video_frames`` and ``frame_rate``: the run's clip buckets, the checks on them, the model's fps."""
 
-    def model_info(self, cfg: TrainConfig) -> ModelInfo:
-        """:func:`~.info.model_info` of the run's model, read once (:func:`cached_model_info`)."""
-        return cached_model_info(cfg)
+    def model_info(self, model: ModelOptions) -> ModelInfo:
+        """:func:`~.info.model_info` of the run's model (``cfg.model``), read once (:func:`cached_model_info`)."""
+        return cached_model_info(model)
 
-    def model_fps(self, cfg: TrainConfig) -> float:
+    def model_fps(self, model: ModelOptions) -> float:
         """Frames per second the checkpoint generates at (1.0: 8, 1.5: 16): what validation videos are written at."""
-        return self.model_info(cfg).fps
+        return self.model_info(model).fps
 
     def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
         """``--frame_buckets`` (only those), else automatic aspect buckets around the flags' or the trained size,
         that size first (:func:`~dit_lora.data.frames.automatic_buckets`): sin-cos positions (2B) are recomputed and
         RoPE (5B, 1.5) computed per size, so any multiple of the size multiple runs; a learned position table
         (5B I2V) runs only at its trained size, so such a model keeps the one bucket."""
-        info = self.model_info(cfg)
+        info = self.model_info(cfg.model)
         rule = FrameRule(temporal_compression=info.temporal, patch_size_t=info.patch_size_t, pad_latent_frames=True)
         if cfg.video.frame_buckets:
             return resolution_buckets(cfg.video.frame_buckets, spatial_multiple=info.size_multiple, **rule)
@@ -298,7 +299,7 @@ class CogVideoXVideo:
         """
         if cfg.family_options.allow_untrained_resolution:
             return
-        info = self.model_info(cfg)
+        info = self.model_info(cfg.model)
         frames, height, width, why = info.trained_size()
         trained = info.latent_tokens(frames, height, width)
         for bucket in self.video_buckets(cfg):

@@ -77,7 +77,7 @@ class CogVideoXModel(DiffusionModel):
         """A CogVideoX pipeline folder of this task, at a text length and video sizes the model runs."""
         path = cfg.model.pretrained_model_name_or_path
         self.check_folder(cfg)
-        info = self.video.model_info(cfg)
+        info = self.video.model_info(cfg.model)
         self._check_task(cfg, info)
         buckets = self.video.video_buckets(cfg)
         if cfg.data.max_sequence_length is not None and cfg.data.max_sequence_length != info.max_text_seq_length:
@@ -161,10 +161,9 @@ class CogVideoXModel(DiffusionModel):
 class CogVideoXPrecision(DiffusionPrecision):
     """``FamilySpec.precision``: transformer, VAE and T5 in the run's weight dtype (bf16 by default)."""
 
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
         """Transformer, VAE and T5 in the run's weight dtype, as the reference trainers."""
-        weight = cfg.weight_dtype
-        return {"model": weight, "vae": weight, "text_encoder": weight}
+        return {"model": weight_dtype, "vae": weight_dtype, "text_encoder": weight_dtype}
 
 
 #: each task's pipeline folder, as the kit's loader reads it: everything in the run's weight dtype, as the reference
@@ -198,7 +197,7 @@ class CogVideoXNotes(DiffusionNotes):
 
     def start_notes(self, cfg: TrainConfig) -> list[str]:
         """One line: the video size(s) the run trains at, where they come from, and the trained size."""
-        info = self.video.model_info(cfg)
+        info = self.video.model_info(cfg.model)
         frames, height, width, why = info.trained_size()
         buckets = self.video.video_buckets(cfg)
         # An automatic set is named by its first bucket (the default size); the note's end says what else there is.
@@ -229,7 +228,7 @@ class CogVideoXNotes(DiffusionNotes):
                 f"({cfg.training.mixed_precision}); bf16 (the default) is fine for LoRA training: it has fp32's range, so "
                 "nothing overflows, at a small precision cost."
             )
-        info = self.video.model_info(cfg)
+        info = self.video.model_info(cfg.model)
         if info.learned_positions:
             frames = sorted({b[0] for b in self.video.video_buckets(cfg) if b[0] != info.sample_frames})
             if frames:
@@ -260,4 +259,4 @@ class CogVideoXDemo:
         except ValueError as err:  # e.g. there is no 2B image-to-video model
             raise UserError(f"--demo_cogvideox_version {cfg.family_options.demo_cogvideox_version}: {err}.")
         forget_model_infos()  # the model may have just been (re)built
-        demo_clips(cfg, self.video, TINY_COGVIDEOX_GEOMETRY["height"], fps=self.video.model_info(cfg).fps)
+        demo_clips(cfg, self.video, TINY_COGVIDEOX_GEOMETRY["height"], fps=self.video.model_info(cfg.model).fps)

@@ -37,7 +37,7 @@ class CogVideoXSamples(VideoSamples, DiffusionSamples):
 
     def fps(self, cfg: TrainConfig) -> int:
         """The model's frame rate."""
-        return self.video.model_info(cfg).fps
+        return self.video.model_info(cfg.model).fps
 
     def pipeline_class(self) -> Any:
         """The checkpoint's text-to-video or image-to-video pipeline."""

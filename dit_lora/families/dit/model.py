@@ -4,7 +4,7 @@ precision policy, its square images, the class tables it trains besides LoRA, an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -28,7 +28,8 @@ from dit_lora.kit.run_state import output_layout
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, LoraOptions, TrainConfig
+    from dit_lora.families.dit.options import DiTOptions
 
 
 class DiTModel(DiffusionModel):
@@ -58,7 +59,7 @@ class DiTModel(DiffusionModel):
                 f"{tr_cfg.get('norm_type')!r} and num_embeds_ada_norm {tr_cfg.get('num_embeds_ada_norm')!r}). "
                 "Use a DiTPipeline checkpoint such as facebook/DiT-XL-2-256, or another --family."
             )
-        native = GRID.generic_defaults(cfg).get("resolution")
+        native = GRID.generic_defaults(cfg.model, cfg.family_options).get("resolution")
         if native is not None and cfg.data.resolution != native[0]:
             raise UserError(
                 f"--resolution {cfg.data.resolution} differs from this DiT's native {native[0]} px ({native[1]}): "
@@ -152,15 +153,16 @@ GRID = LatentGrid(
 class DiTTrainables(DiffusionTrainables):
     """``FamilySpec.trainables``: the class tables train besides LoRA when ``--num_classes`` resizes them."""
 
-    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
+    def backbone_patterns(self, lora: LoraOptions, family_options: FamilyOptions) -> list[str]:
         """--train_backbone, plus the class-embedding table when --num_classes resizes it.
 
         The backbone machinery then unfreezes it, casts it to fp32, gives it --backbone_learning_rate,
         checkpoints it and saves it to dit_lora_backbone.safetensors. Decided from the config alone, so
         LoRA setup does not depend on data preparation having run.
         """
-        patterns = list(cfg.lora.train_backbone)
-        if cfg.family_options.num_classes is not None and CLASS_EMBEDDING_PATTERN not in patterns:
+        patterns = list(lora.train_backbone)
+        num_classes = cast("DiTOptions", family_options).num_classes  # a DiT run holds DiT's options class
+        if num_classes is not None and CLASS_EMBEDDING_PATTERN not in patterns:
             patterns.append(CLASS_EMBEDDING_PATTERN)
         return patterns
 

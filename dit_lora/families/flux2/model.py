@@ -25,7 +25,7 @@ from dit_lora.kit.loader import (
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import LoraOptions, TrainConfig
 
 #: the latent stride: the VAE's 8x times the 2x2 patch (``Flux2Pipeline.check_inputs``: sizes divisible by 16)
 LATENT_STRIDE = 16
@@ -71,12 +71,12 @@ class Flux2Model(DiffusionModel):
         """:func:`flux2_components` of the folder's pipeline."""
         return flux2_components(folder_pipeline(cfg.model, PIPELINES), loaded)
 
-    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
+    def lora_targets(self, model: torch.nn.Module, lora: LoraOptions) -> list[str]:
         """``--lora_layers``, else diffusers' FLUX.2 script's default: the double blocks' image-stream attention
         (``to_q``, ``to_k``, ``to_v``, ``to_out.0``) and the single blocks' fused ``to_qkv_mlp_proj`` and
         ``attn.to_out`` (each single block named: a bare ``to_out`` would also match the double blocks' list)."""
-        if cfg.lora.lora_layers:
-            return list(cfg.lora.lora_layers)
+        if lora.lora_layers:
+            return list(lora.lora_layers)
         singles = len(getattr(model, "single_transformer_blocks", ()))
         return [*self.info.default_lora_layers, *(f"single_transformer_blocks.{i}.attn.to_out" for i in range(singles))]
 

@@ -69,6 +69,6 @@ class HunyuanVideo15Card(VideoCard, KitCard):
         return self.video_rows(
             cfg,
             weighting_scheme=cfg.family_options.weighting_scheme,
-            flow_shift=cfg.family_options.flow_shift or self.task.info(cfg).scheduler_shift,
+            flow_shift=cfg.family_options.flow_shift or self.task.info(cfg.model).scheduler_shift,
             max_sequence_length=max_sequence_length(cfg.data),
         )

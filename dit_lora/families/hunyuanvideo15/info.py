@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dit_lora.catalogue.defaults import config_reader
-from dit_lora.config import TrainConfig
+from dit_lora.config.schema import ModelOptions
 from dit_lora.kit.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
 
 T2V_PIPELINE = "HunyuanVideo15Pipeline"
@@ -57,10 +57,10 @@ class HunyuanVideo15Info(ClipGeometry):
         )
 
 
-def read_info(cfg: TrainConfig) -> HunyuanVideo15Info:
+def read_info(model: ModelOptions) -> HunyuanVideo15Info:
     """The model's transformer, VAE and scheduler configs, through the catalogue's reader (a catalogued Hub id that
     is not downloaded reads its published configs)."""
-    read = config_reader(cfg.model)
+    read = config_reader(model)
     tr = read("transformer", "config.json") or {}
     vae = read("vae", "config.json") or {}
     sched = read("scheduler", "scheduler_config.json") or {}

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import LoraOptions
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.hunyuanvideo15 import demo as tiny
@@ -119,7 +120,7 @@ class HunyuanVideo15Model(DiffusionModel):
         """A diffusers HunyuanVideo 1.5 folder of safetensors, sizes the model takes; a step-distilled (meanflow)
         checkpoint refused; image-to-video: a SigLIP encoder and a ``--validation_image`` that exists."""
         self.check_folder(cfg)
-        info = self.task.info(cfg)
+        info = self.task.info(cfg.model)
         if info.meanflow:
             raise UserError(
                 f"`{cfg.model.pretrained_model_name_or_path}` is a step-distilled HunyuanVideo 1.5 checkpoint "
@@ -136,12 +137,12 @@ class HunyuanVideo15Model(DiffusionModel):
             return {}
         return image_encoder_parts(cfg, common, "SiglipVisionModel", "SiglipImageProcessor", "feature_extractor")
 
-    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
+    def lora_targets(self, model: torch.nn.Module, lora: LoraOptions) -> list[str]:
         """``--lora_layers``, else the dual-stream blocks' attention projections (``info.default_lora_layers``), each
         block named (the bare names would also take the caption refiner's attention), without the last block's
         ``to_add_out``: the caption stream's output of the last block is never read, so it would get no gradient."""
-        if cfg.lora.lora_layers:
-            return list(cfg.lora.lora_layers)
+        if lora.lora_layers:
+            return list(lora.lora_layers)
         blocks = len(getattr(model, "transformer_blocks", ()))
         names = self.info.default_lora_layers
         return [
@@ -181,7 +182,7 @@ class HunyuanVideo15Notes(VideoNotes):
         shift = cfg.family_options.flow_shift
         return [
             self.trained_note(cfg),
-            f"training shift {shift if shift else self.task.info(cfg).scheduler_shift:g} "
+            f"training shift {shift if shift else self.task.info(cfg.model).scheduler_shift:g} "
             + ("(--flow_shift)" if shift else "(the checkpoint scheduler's; --flow_shift sets another)"),
         ]
 

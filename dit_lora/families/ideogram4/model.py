@@ -20,7 +20,7 @@ from dit_lora.kit.loader import DiffusionModel, LoadedParts, load_frozen_transfo
 from dit_lora.modelfiles.pipeline_files import check_safetensors, read_component_config
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, ModelOptions, TrainConfig
 
 
 def check_resolution(resolution: int) -> None:
@@ -33,7 +33,7 @@ class Ideogram4Precision(Fp32VaePrecision):
     out of fp8 (the transformer's ``_skip_layerwise_casting_patterns`` and the output layer) and the input projection
     stay out of ``--quantize_base``."""
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """Everything but the blocks and the caption projection."""
         return ["input_proj", "t_embedding", "adaln_proj", "embed_image_indicator", "final_layer"]
 
@@ -76,7 +76,7 @@ def check_unconditional(cfg: TrainConfig) -> None:
 class Ideogram4Defaults:
     """``FamilySpec.defaults``: the logit-normal density's spread Ideogram4Pipeline samples with."""
 
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, model: ModelOptions, family_options: FamilyOptions) -> dict[str, tuple[Any, str]]:
         """``--logit_std`` 1.5."""
         return {"logit_std": (1.5, "Ideogram4Pipeline's std, diffusers' train_dreambooth_lora_ideogram4.py default")}
 

@@ -93,7 +93,7 @@ class Krea2Precision(Fp32VaePrecision):
     the text fusion (its projector weighs 12 layers with 12 inputs) and the output layer stay out of
     ``--quantize_base`` (diffusers skips ``time_embed`` and the norms in its own layerwise casting)."""
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """Everything but the 28 blocks."""
         return ["img_in", "time_embed", "time_mod_proj", "txt_in", "text_fusion", "final_layer"]
 

@@ -27,7 +27,7 @@ class LTX2Card(VideoCard, KitCard):
         """The stock pipeline with the video VAE in fp32, the adapter loaded, one clip with its sound at the trained
         size and the model's frame rate."""
         frames, height, width = self.task.video_buckets(cfg)[0]
-        fps = self.task.model_fps(cfg)
+        fps = self.task.model_fps(cfg.model)
         i2v, ic = self.task.task == "i2v", self.task.task == "ic"
         reference_src = getattr(cfg.family_options, "validation_reference", None) or "reference.mp4"
         factor = getattr(cfg.family_options, "reference_downscale_factor", 1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dit_lora.catalogue.defaults import config_reader
-from dit_lora.config import TrainConfig
+from dit_lora.config.schema import ModelOptions
 from dit_lora.kit.clip_audio import AudioGeometry
 from dit_lora.kit.info_cache import ClipGeometry, InfoCache, VideoTask
 
@@ -84,10 +84,10 @@ class LTX2Info(ClipGeometry):
         )
 
 
-def read_info(cfg: TrainConfig) -> LTX2Info:
+def read_info(model: ModelOptions) -> LTX2Info:
     """The model's transformer, VAE, audio VAE and scheduler configs, through the catalogue's reader (a catalogued
     Hub id that is not downloaded reads its published configs)."""
-    read = config_reader(cfg.model)
+    read = config_reader(model)
     tr = read("transformer", "config.json") or {}
     vae = read("vae", "config.json") or {}
     audio = read("audio_vae", "config.json") or {}

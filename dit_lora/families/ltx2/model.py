@@ -3,11 +3,12 @@ the video and audio VAEs in fp32), the precision policy, the start notes, the de
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import FamilyOptions, ModelOptions, TrainingOptions
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
@@ -25,10 +26,13 @@ from dit_lora.kit.reference_clips import check_reference_config
 from dit_lora.kit.video_sizes import OneClipPerStep
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
+if TYPE_CHECKING:
+    from dit_lora.families.ltx2.options import LTX2AudioOptions
 
-def with_audio(cfg: TrainConfig) -> bool:
-    """``--audio on``."""
-    return cfg.family_options.audio == "on"
+
+def with_audio(options: LTX2AudioOptions) -> bool:
+    """``--audio on`` (``options``: the run's ``cfg.family_options``)."""
+    return options.audio == "on"
 
 
 def make_components(
@@ -48,7 +52,7 @@ def make_components(
         scaling_factor=float(getattr(vae.config, "scaling_factor", 1.0) or 1.0),
         vae_temporal=int(vae.temporal_compression_ratio),
         audio=AudioGeometry.from_config(extra["audio_vae"].config),
-        with_audio=with_audio(cfg),
+        with_audio=with_audio(cfg.family_options),
         audio_width=int(transformer.config.audio_in_channels),
     )
     return Components(
@@ -95,7 +99,7 @@ class LTX2Model(DiffusionModel):
             check_validation_image(cfg, "animate the first training clip's first frame in validation clips")
         if self.task.task == "ic":
             check_reference_config(cfg, self.task, "LTX-2 IC-LoRA")
-        if not with_audio(cfg):
+        if not with_audio(cfg.family_options):
             return
         refuse_uniform(cfg.video.frame_sampling, "LTX-2")
         if not cfg.data.cache_latents:
@@ -164,11 +168,11 @@ def count_silent(samples: list) -> tuple[int, int]:
 class LTX2Notes(VideoNotes):
     """``FamilySpec.notes``: the checkpoint, the training size and fps, the sound."""
 
-    def sample_notes(self, cfg: TrainConfig, samples: list) -> list[str]:
+    def sample_notes(self, training: TrainingOptions, family_options: FamilyOptions, samples: list) -> list[str]:
         """With ``--audio on``, how many clips have no audio track (never silently: their audio part is masked); with
         batches of several clips, clips of several frame rates (a batch places its video at its first clip's)."""
         lines = []
-        if with_audio(cfg) and samples:
+        if with_audio(cast("LTX2AudioOptions", family_options)) and samples:  # an LTX-2 run holds an LTX-2 class
             silent, total = count_silent(samples)
             lines.append(
                 f"sound: all {total} clips have an audio track"
@@ -178,11 +182,11 @@ class LTX2Notes(VideoNotes):
                 "every clip's video alone)"
             )
         rates = sorted({round(float(getattr(s, "source_fps", 0) or 0), 3) for s in samples} - {0.0})
-        if cfg.training.train_batch_size > 1 and len(rates) > 1:
+        if training.train_batch_size > 1 and len(rates) > 1:
             shown = ", ".join(f"{r:g}" for r in rates[:6]) + (" ..." if len(rates) > 6 else "")
             lines.append(
                 f"frame rates: the clips come at {len(rates)} rates ({shown} fps); a batch of "
-                f"{cfg.training.train_batch_size} places all its clips' video in time at its first clip's rate (each "
+                f"{training.train_batch_size} places all its clips' video in time at its first clip's rate (each "
                 "clip's sound keeps its own span). --train_batch_size 1 (LTX-2's default) places every clip at its own."
             )
         return lines
@@ -193,7 +197,7 @@ class LTX2Notes(VideoNotes):
             f"sound: each clip's own track over its frames' span, audio loss weight "
             f"{cfg.family_options.audio_loss_weight:g} (--audio_loss_weight); clips without a track train their video "
             "alone"
-            if with_audio(cfg)
+            if with_audio(cfg.family_options)
             else "sound: off (--audio off): the video alone"
         )
         return [self.trained_note(cfg, rate="; positions at each clip's own frame rate"), sound]
@@ -203,10 +207,10 @@ class LTX2Defaults(OneClipPerStep):
     """``FamilySpec.defaults``: one clip per step, as Lightricks' LTX-2 trainer's configs (``batch_size: 1``), and,
     with sound, consecutive frames (``--frame_sampling first``: the span the sound is cut to)."""
 
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, model: ModelOptions, family_options: FamilyOptions) -> dict[str, tuple[Any, str]]:
         """``train_batch_size`` 1 and, with ``--audio on``, ``frame_sampling`` first."""
-        out = super().generic_defaults(cfg)
-        if with_audio(cfg):
+        out = super().generic_defaults(model, family_options)
+        if with_audio(cast("LTX2AudioOptions", family_options)):  # an LTX-2 run holds an LTX-2 options class
             out["frame_sampling"] = ("first", "audio: consecutive frames, whose span the clip's sound is cut to")
         return out
 

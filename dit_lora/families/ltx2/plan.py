@@ -69,7 +69,7 @@ class LTX2ICPlan(LTX2Plan):
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, Any]:
         """Text-to-video's conditioning and the worst bucket's reference latents."""
         out = super().plan_conditioning(comps, cfg, batch_size)
-        info = cast(LTX2Task, self.task).info(cfg)
+        info = cast(LTX2Task, self.task).info(cfg.model)
         factor = cfg.family_options.reference_downscale_factor
         frames, height, width = max(self.task.video_buckets(cfg), key=lambda b: b[0] * b[1] * b[2])
         latent = ((frames - 1) // info.vae_temporal + 1, height // factor // info.vae_spatial)

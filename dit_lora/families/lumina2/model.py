@@ -87,7 +87,7 @@ class Lumina2Model(DiffusionModel):
         """A diffusers Lumina 2 folder of safetensors whose tokenizer can load, at a resolution the transformer
         patches and a caption length its RoPE table holds."""
         self.check_folder(cfg)
-        BUCKETS.check_resolution(cfg)
+        BUCKETS.check_resolution(cfg.model, cfg.data.resolution)
         transformer_cfg = read_component_config(cfg.model, "transformer") or {}
         check_caption_length(max_sequence_length(cfg.data), transformer_cfg, cfg.model.path)
 
@@ -105,7 +105,7 @@ class Lumina2Precision(Fp32VaePrecision):
     """``FamilySpec.precision``: transformer and Gemma-2 in the run's weight dtype; the VAE stays fp32; the embedders
     and the output projection kept out of ``--quantize_base``."""
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """The patch embedder and the timestep and caption embedders (diffusers keeps ``x_embedder`` and the norms
         out of layerwise casting: precision sensitive) and the final projection."""
         return ["x_embedder", "time_caption_embed", "norm_out"]

@@ -23,7 +23,7 @@ from dit_lora.kit.loader import DiffusionModel, LoadedParts, PipelineParts, Text
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, ModelOptions, TrainConfig
 
 #: why an Edit run refuses caption dropout (the kit refuses --random_flip and uncached latents for every edit model)
 DROPOUT = "the dropped caption is encoded once without the sample's control images"
@@ -112,9 +112,9 @@ PARTS = PipelineParts(
 class QwenImageDefaults:
     """``FamilySpec.defaults``: an uncatalogued Qwen-Image model gets the pipeline's own default size."""
 
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, model: ModelOptions, family_options: FamilyOptions) -> dict[str, tuple[Any, str]]:
         """1024 px: QwenImagePipeline's ``default_sample_size`` 128 x the VAE's 8 (the catalogue's entries say more)."""
-        if not read_component_config(cfg.model, "transformer"):
+        if not read_component_config(model, "transformer"):
             return {}
         return {"resolution": (1024, "QwenImagePipeline's default_sample_size 128 x the VAE's 8")}
 

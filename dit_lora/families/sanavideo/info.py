@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dit_lora.catalogue.defaults import config_reader
-from dit_lora.config import TrainConfig
+from dit_lora.config.schema import ModelOptions
 from dit_lora.kit.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
 
 T2V_PIPELINE = "SanaVideoPipeline"
@@ -54,10 +54,10 @@ class SanaVideoInfo(ClipGeometry):
         )
 
 
-def read_info(cfg: TrainConfig) -> SanaVideoInfo:
+def read_info(model: ModelOptions) -> SanaVideoInfo:
     """The model's ``model_index.json``, transformer, VAE and scheduler configs, through the catalogue's reader (a
     catalogued Hub id that is not downloaded reads its published configs)."""
-    read = config_reader(cfg.model)
+    read = config_reader(model)
     index = read("", "model_index.json") or {}
     tr = read("transformer", "config.json") or {}
     vae = read("vae", "config.json") or {}
@@ -85,6 +85,6 @@ class SanaVideoTask(VideoTask):
 
     infos, label = cached_info, "SANA-Video"
 
-    def model_fps(self, cfg: TrainConfig) -> float:
+    def model_fps(self, model: ModelOptions) -> float:
         """The rate the pipelines' examples write videos at (16 fps; NVlabs' data keeps the clips' own rate)."""
         return float(TRAINED["fps"])

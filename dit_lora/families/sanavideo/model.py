@@ -61,7 +61,7 @@ class SanaVideoModel(DiffusionModel):
         """A diffusers SANA-Video folder of safetensors with the Wan VAE, a tokenizer that loads, sizes the model
         takes; image-to-video: a ``--validation_image`` that exists."""
         self.check_folder(cfg)
-        info = self.task.info(cfg)
+        info = self.task.info(cfg.model)
         if info.vae_class != "AutoencoderKLWan":
             raise UserError(
                 f"`{cfg.model.pretrained_model_name_or_path}` pairs SANA-Video with a {info.vae_class} VAE; dit-lora trains "
@@ -101,7 +101,7 @@ class SanaVideoNotes(VideoNotes):
         return [
             self.trained_note(cfg),
             f"training shift {training_shift(cfg):g} (NVlabs' SANA-Video trainer; --flow_shift), the checkpoint's "
-            f"sampler shifts by {self.task.info(cfg).scheduler_shift:g}",
+            f"sampler shifts by {self.task.info(cfg.model).scheduler_shift:g}",
         ]
 
 

@@ -29,7 +29,8 @@ from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, LoraOptions, ModelOptions, TrainConfig
+    from dit_lora.families.videollm.options import VideoChatOptions
 
 
 def skip_placeholder_count_check(model: torch.nn.Module) -> None:
@@ -59,11 +60,11 @@ class VideoLLMPrecision:
 
     arch: VideoLLMSpec
 
-    def expected_dtypes(self, comps, cfg: TrainConfig) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
         """The model in the run's weight dtype."""
-        return {"model": cfg.weight_dtype}
+        return {"model": weight_dtype}
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """The language model is quantized; the vision tower, projector and output head stay in the weight dtype
         (small beside it), so --train_vision_tower and the projector still train on a quantized base."""
         return [m for m in (self.arch.vision_tower, self.arch.projector, "lm_head") if m]
@@ -78,7 +79,7 @@ class VideoLLMModel:
     def validate_config(self, cfg: TrainConfig) -> None:
         """Known --lora_layers; the model's folder (a Hub id downloaded here, before the run prints anything) with
         safetensors weights and a loadable tokenizer; an existing --validation_video."""
-        self.lora_layers(cfg)  # before the data's clips are decoded: a typo costs seconds, not the data check
+        self.lora_layers(cfg.lora)  # before the data's clips are decoded: a typo costs seconds, not the data check
         if not cfg.model.pretrained_model_name_or_path:
             raise UserError("--pretrained_model_name_or_path is required: the video LLM to fine-tune.")
         check_safetensors(cfg.model, ("",), "video LLM")
@@ -96,7 +97,7 @@ class VideoLLMModel:
         path = model_folder(cfg.model, weights=True)  # a Hub id's snapshot, downloaded when validated
         # bf16 whatever the checkpoint holds (VideoChat2's fp16 Mistral is where its NaN reports come from), or fp32
         # when --mixed_precision no asks for it (fp16 was refused in validation).
-        skip = VideoLLMPrecision(self.arch).quantize_skip_modules(cfg)
+        skip = VideoLLMPrecision(self.arch).quantize_skip_modules()
         model = self.arch.load_model(
             path, cfg.weight_dtype, quantization_config=quantize.transformers_config(cfg.model, cfg.weight_dtype, skip)
         )
@@ -110,24 +111,24 @@ class VideoLLMModel:
         processing = QAProcessingLoader(self.arch).load_processing(str(path), model.config)
         return Components(model=model, state=VideoLLMState(processing))
 
-    def lora_layers(self, cfg: TrainConfig) -> set[str]:
+    def lora_layers(self, lora: LoraOptions) -> set[str]:
         """The projection names --lora_layers picks: the family's default set when unset or ``all`` (LLaMA-Factory's
         ``lora_target: all``, its default), else the names given; a name that is none of the language model's
         projections is refused in one paragraph."""
-        given = list(cfg.lora.lora_layers)
+        given = list(lora.lora_layers)
         unknown = [name for name in given if name != "all" and name not in self.arch.lora_projections]
         if unknown:
             raise UserError(
                 f"--lora_layers {' '.join(unknown)}: not a projection of the language model of --family "
-                f"{cfg.model.family}. The video LLMs put LoRA on the language model's projections, named by their last "
+                f"{self.arch.name}. The video LLMs put LoRA on the language model's projections, named by their last "
                 f"part: {', '.join(self.arch.lora_projections)} (`all`, the default, is every one of them). Name "
                 "some of those, or leave --lora_layers unset."
             )
         return set(self.arch.lora_projections) if not given or "all" in given else set(given)
 
-    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
+    def lora_targets(self, model: torch.nn.Module, lora: LoraOptions) -> list[str]:
         """Full names of the language model's projections (suffixes would also hit the vision tower)."""
-        wanted = self.lora_layers(cfg)
+        wanted = self.lora_layers(lora)
         prefix = self.arch.language_model + "."
         names = [
             n
@@ -148,19 +149,20 @@ class VideoLLMTrainables:
 
     arch: VideoLLMSpec
 
-    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
+    def backbone_patterns(self, lora: LoraOptions, family_options: FamilyOptions) -> list[str]:
         """``--train_backbone``, else the projector (trained fully at ``--backbone_learning_rate``)."""
-        return list(cfg.lora.train_backbone) or [re.escape(self.arch.projector) + r"\..*"]
+        return list(lora.train_backbone) or [re.escape(self.arch.projector) + r"\..*"]
 
-    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
+    def extra_trainable(self, family_options: FamilyOptions) -> list[tuple[str, list[str], float]]:
         """The vision tower at ``--vision_tower_learning_rate`` with ``--train_vision_tower``, else nothing."""
-        if not cfg.family_options.train_vision_tower:
+        options = cast("VideoChatOptions", family_options)  # a video LLM's run holds its own options class
+        if not options.train_vision_tower:
             return []
         return [
             (
                 "vision_tower",
                 [re.escape(self.arch.vision_tower) + r"\..*"],
-                cfg.family_options.vision_tower_learning_rate,
+                options.vision_tower_learning_rate,
             )
         ]
 
@@ -173,6 +175,6 @@ class VideoLLMTrainables:
 class VideoLLMDefaults:
     """``FamilySpec.defaults``: what a video LLM no catalogue entry matches trains with."""
 
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, model: ModelOptions, family_options: FamilyOptions) -> dict[str, tuple[Any, str]]:
         """One clip per step: a clip's frames are hundreds to thousands of vision tokens."""
         return {"train_batch_size": (1, "video: one clip per step (a clip is hundreds of vision tokens)")}

@@ -169,7 +169,7 @@ class WanCard(VideoCard, KitCard):
             repo_or_dir,
             vae="AutoencoderKLWan",
             imports=imports,
-            load=expert_load_lines(self.task.expert(cfg), json.dumps(repo_or_dir)),
+            load=expert_load_lines(self.task.expert(cfg.model, cfg.family_options), json.dumps(repo_or_dir)),
             before_call=before,
             call_args=[
                 f"prompt={self.prompt(cfg.validation)},",
@@ -178,7 +178,7 @@ class WanCard(VideoCard, KitCard):
                 image_call_args(cfg.data, cfg.validation)[1],
                 f'{SEED_ARGUMENT} output_type="pil",',
             ],
-            tail=snippet_write_video(self.task.info(cfg).fps)
+            tail=snippet_write_video(self.task.info(cfg.model).fps)
             + "# ComfyUI: the *_comfyui.safetensors file(s) carry ComfyUI's Wan key names (loaded by ComfyUI's own LoRA\n"
             "# loader in dit-lora's comfyui tests, and through diffusers' converter in CI): LoRA loader, strength 1.0\n",
         )
@@ -189,13 +189,13 @@ class WanCard(VideoCard, KitCard):
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The buckets, the model, the timestep sampling and shift, the frame sampling, the experts, TI2V's mode."""
-        info = self.task.info(cfg)
+        info = self.task.info(cfg.model)
         settings = self.video_rows(
             cfg,
             timestep_sampling=cfg.family_options.timestep_sampling,
             flow_shift=cfg.family_options.flow_shift or info.flow_shift,
         )
-        expert = self.task.expert(cfg)
+        expert = self.task.expert(cfg.model, cfg.family_options)
         if expert:
             settings["experts"] = {
                 "high": "high-noise expert (`transformer`)",
@@ -203,5 +203,5 @@ class WanCard(VideoCard, KitCard):
                 "both": "both experts, one adapter each",
             }[expert]
         if info.kind == "ti2v":
-            settings["ti2v_image_probability"] = self.task.image_probability(cfg)
+            settings["ti2v_image_probability"] = self.task.image_probability(cfg.model, cfg.family_options)
         return settings

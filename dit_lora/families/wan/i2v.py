@@ -74,7 +74,7 @@ class WanI2VModel(WanModel):
 
     def image_encoders(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
         """Wan 2.1 I2V: the CLIP vision model (fp32, as diffusers' Wan docs load it) and its processor."""
-        if not self.task.info(cfg).image_encoder:
+        if not self.task.info(cfg.model).image_encoder:
             return {}
         return image_encoder_parts(cfg, common, "CLIPVisionModel", "CLIPImageProcessor", "image_processor")
 
@@ -84,7 +84,7 @@ class WanI2VEncoders(WanEncoders):
 
     def cached_conditions(self, cfg: TrainConfig) -> str:
         """The pipeline condition and (2.1) the CLIP embedding; nothing for TI2V-5B."""
-        info = self.task.info(cfg)
+        info = self.task.info(cfg.model)
         if info.kind == "ti2v":
             return ""
         return "+pipeline_condition" + ("+clip_penultimate" if info.image_encoder else "")
@@ -144,7 +144,7 @@ class WanI2VPlan(WanPlan):
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """The planned components, plus the CLIP token count of 2.1 I2V ((image_size / patch)^2 + class token)."""
         comps = super().plan_components(cfg, read, depth)
-        clip = read("image_encoder", "config.json") if self.task.info(cfg).image_encoder else None
+        clip = read("image_encoder", "config.json") if self.task.info(cfg.model).image_encoder else None
         if clip:
             vision = clip.get("vision_config", clip)
             run_state(comps).clip_tokens = (int(vision["image_size"]) // int(vision["patch_size"])) ** 2 + 1
@@ -153,7 +153,7 @@ class WanI2VPlan(WanPlan):
     def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
         """The planner's batches: the latents plus the condition (and CLIP embedding) shapes, as empty tensors."""
         out = []
-        info = self.task.info(cfg)
+        info = self.task.info(cfg.model)
         for bucket, batch in super().plan_batches(cfg, comps):
             latents = batch["latents"]
             if info.kind != "ti2v":
@@ -212,7 +212,7 @@ class WanI2VAdapter(WanAdapter):
 
     def fp32_parts(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
         """The CLIP image encoder in fp32 (2.1 I2V; none for the others)."""
-        if not self.task.info(cfg).image_encoder:
+        if not self.task.info(cfg.model).image_encoder:
             return {}
         from transformers import CLIPVisionModel
 

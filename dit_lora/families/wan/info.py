@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dit_lora.catalogue.defaults import config_reader
-from dit_lora.config import TrainConfig
+from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
 from dit_lora.families.wan.catalogue import default_size
+from dit_lora.families.wan.options import WanOptions
 from dit_lora.kit.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
 
 T2V_PIPELINE = "WanPipeline"
@@ -110,10 +111,10 @@ class WanInfo(ClipGeometry):
         return ", ".join(parts)
 
 
-def wan_info(cfg: TrainConfig) -> WanInfo:
+def wan_info(model: ModelOptions) -> WanInfo:
     """Read ``model_index.json`` and the transformer, VAE and scheduler configs (small files only), through the
     catalogue's reader (a catalogued Hub id not downloaded yet reads its published configs)."""
-    read = config_reader(cfg.model)
+    read = config_reader(model)
     index = read("", "model_index.json") or {}
     tr = read("transformer", "config.json") or read("transformer_2", "config.json") or {}
     vae = read("vae", "config.json") or {}
@@ -167,15 +168,17 @@ class WanTask(VideoTask):
     kinds: tuple[str, ...]
     infos, label = cached_wan_info, "Wan"
 
-    def expert(self, cfg: TrainConfig) -> str | None:
-        """The trained expert(s) of a two-expert checkpoint (``--wan_expert``, default ``both``); None otherwise."""
-        if not self.info(cfg).two_experts:
+    def expert(self, model: ModelOptions, options: WanOptions) -> str | None:
+        """The trained expert(s) of a two-expert checkpoint (``--wan_expert``, default ``both``); None otherwise
+        (``model``, ``options``: the run's ``cfg.model`` and ``cfg.family_options``)."""
+        if not self.info(model).two_experts:
             return None
-        return cfg.family_options.wan_expert or "both"
+        return options.wan_expert or "both"
 
-    def image_probability(self, cfg: TrainConfig) -> float:
-        """TI2V-5B: the fraction of samples trained in image mode (0 for other checkpoints)."""
-        if self.info(cfg).kind != "ti2v":
+    def image_probability(self, model: ModelOptions, options: WanOptions) -> float:
+        """TI2V-5B: the fraction of samples trained in image mode (0 for other checkpoints; ``model``, ``options``:
+        the run's ``cfg.model`` and ``cfg.family_options``)."""
+        if self.info(model).kind != "ti2v":
             return 0.0
-        p = cfg.family_options.ti2v_image_probability
+        p = options.ti2v_image_probability
         return float(p) if p is not None else (1.0 if self.task == "i2v" else 0.0)

@@ -17,6 +17,7 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.config.adapter_types import TYPES
+from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.family import Components
 from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
@@ -34,6 +35,7 @@ from dit_lora.families.wan.info import (
     WanTask,
     forget_infos,
 )
+from dit_lora.families.wan.options import WanOptions
 from dit_lora.families.wan.state import WanRun
 from dit_lora.kit.components import DiffusionPrecision
 from dit_lora.kit.demo_data import build_demo_model, demo_clips
@@ -55,10 +57,10 @@ from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 SUBFOLDER = {"high": "transformer", "low": "transformer_2"}
 
 
-def trained_experts(task: WanTask, cfg: TrainConfig) -> list[str]:
+def trained_experts(task: WanTask, model: ModelOptions, options: WanOptions) -> list[str]:
     """The transformers this run loads: ``["high"]`` (single-expert checkpoints, or --wan_expert high),
-    ``["low"]`` or ``["high", "low"]``."""
-    expert = task.expert(cfg)
+    ``["low"]`` or ``["high", "low"]`` (``model``, ``options``: the run's ``cfg.model`` and ``cfg.family_options``)."""
+    expert = task.expert(model, options)
     return ["high", "low"] if expert == "both" else [expert or "high"]
 
 
@@ -76,7 +78,7 @@ def plan_wan_components(task: WanTask, cfg: TrainConfig, read, depth: int | None
     from transformers import UMT5EncoderModel
 
     dtype = cfg.weight_dtype
-    experts = trained_experts(task, cfg)
+    experts = trained_experts(task, cfg.model, cfg.family_options)
     on_device = experts if not (len(experts) == 2 and cfg.family_options.offload_inactive_expert) else experts[:1]
     transformers_ = {
         e: diffusers_on_meta(
@@ -106,7 +108,7 @@ def make_components(
 
     ``transformers``: ``{"high": ...}`` for a single-expert checkpoint, or the trained expert(s) of an A14B.
     """
-    info = task.info(cfg)
+    info = task.info(cfg.model)
     freeze(transformers.values(), vae, [text_encoder])
     if len(transformers) == 2:
         model = make_peft_capable(
@@ -117,7 +119,7 @@ def make_components(
     shift = cfg.family_options.flow_shift or info.flow_shift
     scheduler = training_scheduler({"flow_shift": shift, "num_train_timesteps": info.num_train_timesteps})
     tables = flow_tables(scheduler, device if device is not None else "cpu")
-    expert = task.expert(cfg)
+    expert = task.expert(cfg.model, cfg.family_options)
     ranges = {"all": (0, info.num_train_timesteps)}
     if expert:
         boundary = info.expert_boundary(cfg.model.pretrained_model_name_or_path)
@@ -132,7 +134,7 @@ def make_components(
         trained_experts=["high", "low"] if expert == "both" else [expert or "high"],
         fps=info.fps,
         boundary_ratio=info.boundary_ratio,
-        image_probability=task.image_probability(cfg),
+        image_probability=task.image_probability(cfg.model, cfg.family_options),
         expand_timesteps=info.expand_timesteps,
         latents_mean=mean,
         latents_std=std,
@@ -163,7 +165,7 @@ class WanModel(DiffusionModel):
 
     def transformer_folders(self, cfg: TrainConfig) -> dict[str, str]:
         """The trained expert(s): ``--wan_expert high`` never reads ``transformer_2``."""
-        return {expert: SUBFOLDER[expert] for expert in trained_experts(self.task, cfg)}
+        return {expert: SUBFOLDER[expert] for expert in trained_experts(self.task, cfg.model, cfg.family_options)}
 
     def extra_encoders(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
         """:meth:`image_encoders`."""
@@ -195,10 +197,10 @@ class WanModel(DiffusionModel):
 class WanPrecision(DiffusionPrecision):
     """``FamilySpec.precision``: transformer and UMT5 in the run's weight dtype; the VAE (and 2.1 I2V's CLIP) fp32."""
 
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, weight_dtype: torch.dtype) -> dict[str, torch.dtype]:
         """Transformer and UMT5 in the run's weight dtype; the VAE and a CLIP image encoder in fp32 (diffusers'
         Wan docs)."""
-        out = {"model": cfg.weight_dtype, "vae": torch.float32, "text_encoder": cfg.weight_dtype}
+        out = {"model": weight_dtype, "vae": torch.float32, "text_encoder": weight_dtype}
         return {**out, "image_encoder": torch.float32} if "image_encoder" in comps.encoders else out
 
 
@@ -227,7 +229,7 @@ def validate_wan_config(task: WanTask, cfg: TrainConfig) -> None:
     check_pipeline_folder(
         cfg.model, "Wan", EXAMPLE_IDS[task.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
     )
-    info = task.info(cfg)
+    info = task.info(cfg.model)
     weights = ["vae", "text_encoder"] + (["transformer", "transformer_2"] if info.two_experts else ["transformer"])
     check_safetensors(cfg.model, tuple(weights), "Wan")
     check_tokenizer_packages(path, "tokenizer", cfg.model.revision)
@@ -299,7 +301,7 @@ def _check_options(task: WanTask, cfg: TrainConfig, info) -> None:
             f"{KIND.get(info.kind or '', 'another kind of')} checkpoint. Remove it."
         )
     if (
-        task.expert(cfg) == "both" and int(os.environ.get("WORLD_SIZE", "1")) > 1
+        task.expert(cfg.model, cfg.family_options) == "both" and int(os.environ.get("WORLD_SIZE", "1")) > 1
     ):  # WORLD_SIZE: set by accelerate launch
         sharded = decide_engine().name == "fsdp2"
         raise UserError(
@@ -340,13 +342,13 @@ class WanNotes(VideoNotes):
 
     def start_notes(self, cfg: TrainConfig) -> list[str]:
         """What the run trains (model, size, fps), which expert(s) and how, and the TI2V image-mode share."""
-        info = self.task.info(cfg)
+        info = self.task.info(cfg.model)
         f, h, w = self.task.video_buckets(cfg)[0]
         also = automatic_note(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
         notes = [
             f"model: {info.describe()}; training size {f}x{h}x{w} (frames x height x width) at {info.fps} fps" + also
         ]
-        expert = self.task.expert(cfg)
+        expert = self.task.expert(cfg.model, cfg.family_options)
         if expert:
             what = {
                 "high": "the high-noise expert (transformer) only",
@@ -363,7 +365,9 @@ class WanNotes(VideoNotes):
                     "(the other expert is not loaded); the final samples use both, with the adapter"
                 )
         if info.kind == "ti2v":
-            notes.append(f"TI2V-5B: {self.task.image_probability(cfg):.0%} of samples in image-to-video mode")
+            notes.append(
+                f"TI2V-5B: {self.task.image_probability(cfg.model, cfg.family_options):.0%} of samples in image-to-video mode"
+            )
         return notes
 
 

@@ -24,7 +24,7 @@ class WanPlan(ClipPlan, DiffusionPlan):
     def blocks_wait_for_cache(self, cfg: TrainConfig) -> bool:
         """One transformer's blocks wait in host memory while the cache is built; A14B's two experts are placed by
         :class:`~dit_lora.families.wan.experts.WanExperts` (as :func:`load_wan_components` parks them)."""
-        return len(trained_experts(self.task, cfg)) == 1
+        return len(trained_experts(self.task, cfg.model, cfg.family_options)) == 1
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """UMT5 embeddings of every prompt padded to 512 tokens, as empty tensors."""

@@ -20,7 +20,7 @@ from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dty
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
 if TYPE_CHECKING:
-    from dit_lora.config.schema import TrainConfig
+    from dit_lora.config.schema import FamilyOptions, ModelOptions, TrainConfig
 
 #: the repo id the folder checks suggest
 EXAMPLE_REPO = "Tongyi-MAI/Z-Image"
@@ -69,7 +69,7 @@ class ZImagePrecision(Fp32VaePrecision):
     """``FamilySpec.precision``: transformer and Qwen3 in the run's weight dtype; the VAE stays fp32; the embedders
     kept out of ``--quantize_base``."""
 
-    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+    def quantize_skip_modules(self) -> list[str]:
         """The embedders diffusers keeps out of layerwise casting (``_skip_layerwise_casting_patterns``: the
         timestep and caption embedders are precision sensitive) and the per-patch in/out projections."""
         return ["t_embedder", "cap_embedder", "all_x_embedder", "all_final_layer"]
@@ -108,9 +108,9 @@ class ZImageNotes(DiffusionNotes):
 class ZImageDefaults:
     """``FamilySpec.defaults``: what an uncatalogued Z-Image model's configs imply."""
 
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, model: ModelOptions, family_options: FamilyOptions) -> dict[str, tuple[Any, str]]:
         """The VAE's ``sample_size`` as the resolution (1024 for the FLUX.1 VAE the releases ship)."""
-        vae_cfg = read_component_config(cfg.model, "vae")
+        vae_cfg = read_component_config(model, "vae")
         if not (vae_cfg and vae_cfg.get("sample_size")):
             return {}
         return {"resolution": (int(vae_cfg["sample_size"]), "the VAE's sample_size")}
@@ -120,9 +120,9 @@ class ZImageBuckets(AnyAspect):
     """``FamilySpec.image_buckets``: any aspect ratio (the transformer patchifies any grid and its 3-axis RoPE
     positions follow it), in the latent stride."""
 
-    def bucket_stride(self, cfg: TrainConfig) -> int:
+    def bucket_stride(self, model: ModelOptions) -> int:
         """VAE downsampling x patch size (8 x 2), from the model's configs (their defaults without a model)."""
-        return latent_stride(*model_configs(cfg, "transformer", "vae"))
+        return latent_stride(*model_configs(model, "transformer", "vae"))
 
 
 def check_demo_size(cfg: TrainConfig) -> None:

@@ -30,7 +30,7 @@ def test_the_modulation_network_stays_out_of_quantization():
     from dit_lora.contract.spec import quantize_skip_modules
     from dit_lora.registry import get_spec
 
-    skipped = quantize_skip_modules(get_spec("chroma"), TrainConfig.for_family("chroma"))
+    skipped = quantize_skip_modules(get_spec("chroma"))
     assert "distilled_guidance_layer" in skipped and "x_embedder" in skipped and "context_embedder" in skipped
 
 
@@ -44,7 +44,7 @@ def test_fp8_scaled_quantizes_every_blocks_projections_and_keeps_the_output_proj
     from dit_lora.registry import get_spec
 
     model = build_tiny_chroma_components()["transformer"]
-    names = quantized_linears(model, quantize_skip_modules(get_spec("chroma"), TrainConfig.for_family("chroma")))
+    names = quantized_linears(model, quantize_skip_modules(get_spec("chroma")))
     singles = len(model.single_transformer_blocks)
     assert sum(n.startswith("single_transformer_blocks.") and n.endswith(".proj_out") for n in names) == singles
     assert "proj_out" not in names and not any(n.startswith(("x_embedder", "distilled_guidance_layer")) for n in names)

@@ -63,15 +63,15 @@ def write_model(folder, *, in_channels=16, pipeline="CogVideoXPipeline", **trans
 
 
 def test_model_info_reads_the_task_and_version_from_the_configs(tmp_path):
-    t2v = model_info(write_model(tmp_path / "t2v"))
+    t2v = model_info(write_model(tmp_path / "t2v").model)
     assert t2v.task == "t2v" and "in_channels 16 = the VAE's 16 latent channels" in t2v.evidence
     assert t2v.vae_spatial == 4 and t2v.fps == 8 and t2v.describe() == "CogVideoX 1.0, 2B-style (3D sin-cos positions)"
     assert t2v.trained_size()[:3] == (9, 16, 24)  # sample size x the VAE's factor: no catalogue entry matches
     i2v = model_info(write_model(tmp_path / "i2v", in_channels=32, pipeline="CogVideoXImageToVideoPipeline",
-                                 patch_size_t=2, use_rotary_positional_embeddings=True, ofs_embed_dim=512))
+                                 patch_size_t=2, use_rotary_positional_embeddings=True, ofs_embed_dim=512).model)
     assert i2v.task == "i2v" and i2v.fps == 16 and i2v.ofs
     assert i2v.describe().startswith("CogVideoX 1.5 (RoPE, patch_size_t 2") and "ofs embedding" in i2v.describe()
-    unreadable = model_info(TrainConfig(pretrained_model_name_or_path=str(tmp_path / "missing")))
+    unreadable = model_info(TrainConfig(pretrained_model_name_or_path=str(tmp_path / "missing")).model)
     assert unreadable.task is None and unreadable == ModelInfo(vae_spatial=8, task=None)
 
 
@@ -112,7 +112,7 @@ def test_size_flags_name_what_the_user_set():
 
 def test_model_info_is_read_once_and_the_data_path_decodes_clips():
     cfg = TrainConfig(family="cogvideox", pretrained_model_name_or_path="THUDM/CogVideoX-5b", train_data_dir="x")
-    assert cached_model_info(cfg) is cached_model_info(cfg)
-    assert CogVideoXVideo().model_fps(cfg) == 8
+    assert cached_model_info(cfg.model) is cached_model_info(cfg.model)
+    assert CogVideoXVideo().model_fps(cfg.model) == 8
     spec = get_family("cogvideox")
     assert isinstance(ClipData().data_handler(cfg, spec), VideoMedia)

@@ -483,7 +483,7 @@ def test_default_size_is_the_documented_trained_size(tmp_path, name, size):
     assert "\n" not in note
     assert ("other automatic aspect buckets" in note) == (name != "CogVideoX-5b-I2V")
     assert ("2400 px" in note) == ("1.5" in name) and f"the published config of THUDM/{name}" in note
-    assert family.video_frames.model_info(cfg).fps == (16 if "1.5" in name else 8)
+    assert family.video_frames.model_info(cfg.model).fps == (16 if "1.5" in name else 8)
 
 
 def test_size_far_from_the_trained_one_is_refused_unless_forced(tmp_path, models):
@@ -491,7 +491,7 @@ def test_size_far_from_the_trained_one_is_refused_unless_forced(tmp_path, models
 
     v15 = _hub_layout(tmp_path, "CogVideoX1.5-5B")
     family = _family("t2v")
-    info = model_info(_size_cfg(v15))
+    info = model_info(_size_cfg(v15).model)
     assert info.latent_tokens(81, 768, 1360) == 11 * 48 * 85  # 21 latent frames padded to 22, in pairs
     # What diffusers' own default (sample size x 8) would train at: 5.5x the tokens.
     with pytest.raises(UserError, match=r"--height/--width asks for 81x2400x2400 .*5\.51x the 44,880 of 81x768x1360"
@@ -543,7 +543,7 @@ def test_automatic_buckets_stay_within_what_each_version_runs(tmp_path, models):
     family = _family("t2v")
     v10 = _size_cfg(_hub_layout(tmp_path, "CogVideoX-2b"))
     buckets = family.video_frames.video_buckets(v10)
-    info = model_info(v10)
+    info = model_info(v10.model)
     portrait = choose_bucket(49, 1280, 720, buckets)  # a 9:16 clip: a portrait bucket, little cropped
     assert buckets[0] == (49, 480, 720) and portrait[1] > portrait[2] and clip_cropped_share(1280, 720, portrait) < 0.05
     assert max(info.latent_tokens(*b) for b in buckets) == info.latent_tokens(49, 480, 720)

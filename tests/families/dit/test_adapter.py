@@ -58,7 +58,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
 
     trainables.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=family.info.default_lora_layers, seed=0)
     assert cfg.lora.train_backbone == []  # the family decides, the config is not rewritten
-    names = trainables.unfreeze_backbone(model, family.trainables.backbone_patterns(cfg))
+    names = trainables.unfreeze_backbone(model, family.trainables.backbone_patterns(cfg.lora, cfg.family_options))
     assert sorted(names) == sorted(n for n, _ in model.named_parameters() if "class_embedder" in n)
     groups = trainables.build_param_groups(model, learning_rate=1e-4, backbone_names=names,
                                          backbone_learning_rate=cfg.lora.backbone_learning_rate, weight_decay=0.0,
@@ -73,7 +73,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
     lora_state, backbone = trainables.split_trainable_state(model, names)
     out = tmp_path / "out"
     write_adapter(family, out, lora_state, model.peft_config["default"].to_dict(), backbone,
-                  family.trainables.backbone_patterns(cfg), comps=comps, cfg=cfg)
+                  family.trainables.backbone_patterns(cfg.lora, cfg.family_options), comps=comps, cfg=cfg)
     for f in (PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, BACKBONE_FILE, CLASSES_FILE):
         assert (out / f).is_file(), f
     assert json.loads((out / PEFT_CONFIG_FILE).read_text())["lora_alpha"] == 4  # alpha 8 / rank 4 folded into B

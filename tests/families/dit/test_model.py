@@ -25,12 +25,13 @@ def test_loaded_components_record_what_the_checkpoint_says(tiny_dit, tmp_path):
     assert state.class_dropout_prob == pytest.approx(0.1) and state.in_channels == 4
     assert state.learned_sigma == (comps.model.config.out_channels == 8)
     assert all(emb.dropout_prob == 0.0 for _, emb in label_embeddings(comps.model))  # dropped in the loss instead
-    assert spec.model.lora_targets(comps.model, cfg) == ["to_q", "to_k", "to_v", "to_out.0"]
-    assert spec.trainables.backbone_patterns(cfg) == []
-    assert spec.trainables.backbone_patterns(dit_cfg(tiny_dit, tmp_path, tmp_path / "o", num_classes=3)) == [
+    assert spec.model.lora_targets(comps.model, cfg.lora) == ["to_q", "to_k", "to_v", "to_out.0"]
+    assert spec.trainables.backbone_patterns(cfg.lora, cfg.family_options) == []
+    resized = dit_cfg(tiny_dit, tmp_path, tmp_path / "o", num_classes=3)
+    assert spec.trainables.backbone_patterns(resized.lora, resized.family_options) == [
         CLASS_EMBEDDING_PATTERN]
-    assert spec.precision.expected_dtypes(comps, cfg) == {"model": cfg.weight_dtype, "vae": torch.float32}
-    assert spec.defaults.generic_defaults(cfg)["resolution"][0] == 64
+    assert spec.precision.expected_dtypes(comps, cfg.weight_dtype) == {"model": cfg.weight_dtype, "vae": torch.float32}
+    assert spec.defaults.generic_defaults(cfg.model, cfg.family_options)["resolution"][0] == 64
 
 
 @pytest.mark.slow
@@ -54,7 +55,7 @@ def test_dit_keeps_square_images_because_its_transformer_unpatchifies_a_square()
 
     family = get_family("dit")
     cfg = TrainConfig.for_family("dit")
-    assert "only square" in family.image_buckets.square_only(cfg) and family.image_buckets.bucket_stride(cfg) == 16  # VAE 8 x patch 2
+    assert "only square" in family.image_buckets.square_only() and family.image_buckets.bucket_stride(cfg.model) == 16  # VAE 8 x patch 2
     torch.manual_seed(0)
     model = DiTTransformer2DModel(**get_tiny_dit_config()["transformer"]).eval()
     labels, t = torch.tensor([1]), torch.tensor([500])

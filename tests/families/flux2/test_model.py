@@ -30,9 +30,9 @@ def test_a_size_off_the_latent_stride_is_refused_naming_the_nearest():
     with pytest.raises(UserError, match=r"--resolution 1000 is not divisible by 16.*Use 992 or 1008"):
         check_resolution(1000)
     spec, cfg = get_family("flux2"), flux2_cfg()
-    assert spec.image_buckets.bucket_stride(cfg) == 16 and spec.image_buckets.square_only(cfg) is None
-    assert spec.precision.expected_dtypes(None, cfg)["vae"] == torch.float32
-    assert spec.defaults is None and generic_defaults(spec, cfg) == {}  # no trained size in the transformer config
+    assert spec.image_buckets.bucket_stride(cfg.model) == 16 and spec.image_buckets.square_only() is None
+    assert spec.precision.expected_dtypes(None, cfg.weight_dtype)["vae"] == torch.float32
+    assert spec.defaults is None and generic_defaults(spec, cfg.model, cfg.family_options) == {}  # no trained size in the transformer config
 
 
 def test_default_lora_targets_are_diffusers_scripts():
@@ -42,13 +42,13 @@ def test_default_lora_targets_are_diffusers_scripts():
 
     spec = get_family("flux2")
     model = Flux2Transformer2DModel(**tiny_configs("dev")["transformer"])
-    targets = spec.model.lora_targets(model, flux2_cfg())
+    targets = spec.model.lora_targets(model, flux2_cfg().lora)
     model.add_adapter(LoraConfig(r=2, lora_alpha=2, target_modules=targets))
     wrapped = sorted(n.removesuffix(".lora_A") for n, _ in model.named_modules() if n.endswith(".lora_A"))
     doubles = [f"transformer_blocks.{i}.attn.{m}" for i in range(2) for m in ("to_k", "to_out.0", "to_q", "to_v")]
     singles = [f"single_transformer_blocks.{i}.attn.{m}" for i in range(2) for m in ("to_out", "to_qkv_mlp_proj")]
     assert wrapped == sorted(doubles + singles)
-    assert spec.model.lora_targets(model, flux2_cfg(lora_layers=("to_add_out",))) == ["to_add_out"]
+    assert spec.model.lora_targets(model, flux2_cfg(lora_layers=("to_add_out",)).lora) == ["to_add_out"]
 
 
 def test_a_distilled_klein_is_warned_and_its_ignored_guidance_said(tmp_path):

@@ -18,7 +18,7 @@ def test_each_published_checkpoint_reads_its_geometry_size_and_shift(hub_id, siz
     cfg = TrainConfig.for_family(
         family, pretrained_model_name_or_path=f"hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-{hub_id}"
     )
-    info = read_info(cfg)
+    info = read_info(cfg.model)
     assert (info.z_dim, info.vae_spatial, info.vae_temporal, info.patch) == (32, 16, 4, (1, 1, 1))
     assert info.trained_size() == (TRAINED["frames"], *size) and info.scheduler_shift == shift
     assert info.layers == 54 and not info.meanflow and info.size_multiple == 16

@@ -83,10 +83,10 @@ def test_lora_goes_on_every_dual_stream_block_but_the_last_blocks_unread_caption
 
     model = hv15_components["transformer"]
     cfg = TrainConfig.for_family("hunyuanvideo15", pretrained_model_name_or_path="unused")
-    targets = get_spec("hunyuanvideo15").model.lora_targets(model, cfg)
+    targets = get_spec("hunyuanvideo15").model.lora_targets(model, cfg.lora)
     last = len(model.transformer_blocks) - 1
     assert "transformer_blocks.0.attn.to_add_out" in targets and f"transformer_blocks.{last}.attn.to_add_out" not in targets
     assert f"transformer_blocks.{last}.attn.add_q_proj" in targets and not any("refiner" in t for t in targets)
     assert len(targets) == 8 * (last + 1) - 1
     assert get_spec("hunyuanvideo15").model.lora_targets(model, TrainConfig.for_family(
-        "hunyuanvideo15", pretrained_model_name_or_path="unused", lora_layers=["to_q"])) == ["to_q"]  # fmt: skip
+        "hunyuanvideo15", pretrained_model_name_or_path="unused", lora_layers=["to_q"]).lora) == ["to_q"]  # fmt: skip

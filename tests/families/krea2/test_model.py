@@ -54,5 +54,5 @@ def test_the_embedders_timestep_network_text_fusion_and_output_stay_out_of_quant
     from dit_lora.contract.spec import quantize_skip_modules
     from dit_lora.registry import get_spec
 
-    skipped = quantize_skip_modules(get_spec("krea2"), TrainConfig.for_family("krea2"))
+    skipped = quantize_skip_modules(get_spec("krea2"))
     assert {"img_in", "time_embed", "time_mod_proj", "txt_in", "text_fusion", "final_layer"} <= set(skipped)

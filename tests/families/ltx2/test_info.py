@@ -19,7 +19,7 @@ def test_compression_is_the_configs_or_the_blocks():
 
 
 def test_the_tiny_folder_reads_as_the_model_it_is(tiny_folder, tiny):
-    info = read_info(ltx2_cfg(tiny_folder))
+    info = read_info(ltx2_cfg(tiny_folder).model)
     vae = tiny["vae"]
     assert (info.vae_temporal, info.vae_spatial) == (vae.temporal_compression_ratio, vae.spatial_compression_ratio)
     assert info.z_dim == 8 and info.patch == (1, 1, 1) and info.layers == 2
@@ -29,8 +29,8 @@ def test_the_tiny_folder_reads_as_the_model_it_is(tiny_folder, tiny):
 
 def test_the_published_checkpoint_reads_from_the_catalogue():
     cfg = ltx2_cfg("Lightricks/LTX-2")
-    info = read_info(cfg)
+    info = read_info(cfg.model)
     assert (info.z_dim, info.vae_spatial, info.vae_temporal, info.layers) == (128, 32, 8, 48)
     assert info.audio.latents_per_second == 25 and info.audio.token_width == info.audio_width == 128
     task = LTX2Task(name="ltx2", task="t2v", pipeline_class_name="LTX2Pipeline")
-    assert task.video_buckets(cfg)[0] == (121, 512, 768) and task.model_fps(cfg) == 24
+    assert task.video_buckets(cfg)[0] == (121, 512, 768) and task.model_fps(cfg.model) == 24

@@ -12,10 +12,17 @@ from dit_lora.families.ltx2.model import DEFAULTS, make_components
 from dit_lora.registry import get_family
 
 
+def _sections(cfg):
+    """The sections LTX2Notes.sample_notes reads: the run's training options and its family options."""
+    return cfg.training, cfg.family_options
+
+
 def test_sound_takes_consecutive_frames_by_default(tiny_folder):
-    defaults = DEFAULTS.generic_defaults(ltx2_cfg(tiny_folder))
+    on = ltx2_cfg(tiny_folder)
+    defaults = DEFAULTS.generic_defaults(on.model, on.family_options)
     assert defaults["train_batch_size"][0] == 1 and defaults["frame_sampling"][0] == "first"
-    assert "frame_sampling" not in DEFAULTS.generic_defaults(ltx2_cfg(tiny_folder, audio="off"))
+    off = ltx2_cfg(tiny_folder, audio="off")
+    assert "frame_sampling" not in DEFAULTS.generic_defaults(off.model, off.family_options)
 
 
 @pytest.mark.parametrize("values, says", [
@@ -50,10 +57,10 @@ def test_clips_without_sound_are_counted_never_silently(tmp_path):
     silent = write_clip(tmp_path / "silent.mp4", seconds=0.5, tone=None)
     samples = [SimpleNamespace(path=p, is_image=False) for p in (tone, silent, silent)]
     notes = LTX2Notes(TASK)
-    (line,) = notes.sample_notes(ltx2_cfg("m"), samples)
+    (line,) = notes.sample_notes(*_sections(ltx2_cfg("m")), samples)
     assert line.startswith("sound: 2 of 3 clips have no audio track") and "masked out of the loss" in line
-    assert notes.sample_notes(ltx2_cfg("m"), samples[:1]) == ["sound: all 1 clips have an audio track"]
-    assert notes.sample_notes(ltx2_cfg("m", audio="off"), samples) == []
+    assert notes.sample_notes(*_sections(ltx2_cfg("m")), samples[:1]) == ["sound: all 1 clips have an audio track"]
+    assert notes.sample_notes(*_sections(ltx2_cfg("m", audio="off")), samples) == []
 
 
 def test_a_batch_of_clips_at_several_frame_rates_is_said():
@@ -64,10 +71,10 @@ def test_a_batch_of_clips_at_several_frame_rates_is_said():
 
     clips = [SimpleNamespace(path="x", is_image=True, source_fps=fps) for fps in (24.0, 30.0, 24.0)]
     notes = LTX2Notes(TASK)
-    (line,) = notes.sample_notes(ltx2_cfg("m", audio="off", train_batch_size=2), clips)
+    (line,) = notes.sample_notes(*_sections(ltx2_cfg("m", audio="off", train_batch_size=2)), clips)
     assert line.startswith("frame rates: the clips come at 2 rates (24, 30 fps); a batch of 2 places")
-    assert notes.sample_notes(ltx2_cfg("m", audio="off", train_batch_size=1), clips) == []
-    assert notes.sample_notes(ltx2_cfg("m", audio="off", train_batch_size=2), clips[::2]) == []
+    assert notes.sample_notes(*_sections(ltx2_cfg("m", audio="off", train_batch_size=1)), clips) == []
+    assert notes.sample_notes(*_sections(ltx2_cfg("m", audio="off", train_batch_size=2)), clips[::2]) == []
 
 
 def test_a_caption_length_off_the_registers_is_refused_before_anything_loads(tiny_folder):

@@ -33,7 +33,7 @@ def test_the_embedders_and_the_output_projection_stay_out_of_quantization():
     from dit_lora.contract.spec import quantize_skip_modules
     from dit_lora.registry import get_spec
 
-    skipped = quantize_skip_modules(get_spec("lumina2"), TrainConfig.for_family("lumina2"))
+    skipped = quantize_skip_modules(get_spec("lumina2"))
     assert {"x_embedder", "time_caption_embed", "norm_out"} <= set(skipped)
 
 
@@ -42,7 +42,7 @@ def test_an_uncatalogued_models_resolution_is_its_sample_size_times_8(tiny_lumin
     from dit_lora.registry import get_spec
 
     cfg = TrainConfig.for_family("lumina2", pretrained_model_name_or_path=str(tiny_lumina2))
-    assert get_spec("lumina2").defaults.generic_defaults(cfg)["resolution"][0] == 64  # sample_size 8 x 8
+    assert get_spec("lumina2").defaults.generic_defaults(cfg.model, cfg.family_options)["resolution"][0] == 64  # sample_size 8 x 8
 
 
 def test_the_rope_embedder_takes_the_hosts_counts_during_a_loss_and_reads_its_mask_otherwise():

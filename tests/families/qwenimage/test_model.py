@@ -37,6 +37,6 @@ def test_load_components_precision_and_state(tiny_qwenimage):
     assert comps.model.dtype == torch.bfloat16 and comps.encoders["vae"].dtype == torch.float32
     assert not any(p.requires_grad for p in comps.model.parameters())
     assert comps.state.scheduler_config["max_shift"] == 0.9 and len(comps.state.latents_mean) == 4
-    assert QwenImagePrecision().expected_dtypes(comps, cfg)["vae"] == torch.float32
-    assert BUCKETS.bucket_stride(cfg) == 16 and BUCKETS.square_only(cfg) is None and spec.image_buckets is BUCKETS
-    assert QwenImageDefaults().generic_defaults(cfg)["resolution"][0] == 1024
+    assert QwenImagePrecision().expected_dtypes(comps, cfg.weight_dtype)["vae"] == torch.float32
+    assert BUCKETS.bucket_stride(cfg.model) == 16 and BUCKETS.square_only() is None and spec.image_buckets is BUCKETS
+    assert QwenImageDefaults().generic_defaults(cfg.model, cfg.family_options)["resolution"][0] == 1024

@@ -17,7 +17,7 @@ from dit_lora.registry import get_family
 def test_generic_defaults_and_components_from_the_tiny_model(tiny_sana):
     family = get_family("sana")
     cfg = sana_cfg(pretrained_model_name_or_path=str(tiny_sana))
-    resolution, why = family.defaults.generic_defaults(cfg)["resolution"]
+    resolution, why = family.defaults.generic_defaults(cfg.model, cfg.family_options)["resolution"]
     transformer = json.loads((tiny_sana / "transformer" / "config.json").read_text())
     vae = json.loads((tiny_sana / "vae" / "config.json").read_text())
     factor = 2 ** (len(vae["encoder_block_out_channels"]) - 1)  # DC-AE compression
@@ -33,7 +33,7 @@ def test_generic_defaults_and_components_from_the_tiny_model(tiny_sana):
 
 def test_generic_defaults_without_configs_are_empty(tmp_path):
     cfg = sana_cfg(pretrained_model_name_or_path=str(tmp_path))
-    assert get_family("sana").defaults.generic_defaults(cfg) == {}
+    assert get_family("sana").defaults.generic_defaults(cfg.model, cfg.family_options) == {}
 
 
 def test_precision_notes_only_for_fp16_weights_in_bf16():
@@ -57,7 +57,7 @@ def test_sana_takes_aspect_buckets_in_its_latent_stride():
 
     family = get_family("sana")
     cfg = TrainConfig.for_family("sana")
-    assert family.image_buckets.square_only(cfg) is None and family.image_buckets.bucket_stride(cfg) == 32
+    assert family.image_buckets.square_only() is None and family.image_buckets.bucket_stride(cfg.model) == 32
     torch.manual_seed(0)
     model = SanaTransformer2DModel(**get_tiny_sana_config()["transformer"]).eval()
     channels = model.config.in_channels

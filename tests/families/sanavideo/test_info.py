@@ -20,7 +20,7 @@ def folder(tmp_path):
 
 
 def test_the_published_configs(folder):
-    info = read_info(sanavideo_cfg(pretrained_model_name_or_path=str(folder)))
+    info = read_info(sanavideo_cfg(pretrained_model_name_or_path=str(folder)).model)
     assert info == SanaVideoInfo(vae_class="AutoencoderKLWan", z_dim=16, vae_spatial=8, vae_temporal=4,
                                  patch=(1, 2, 2), sample_size=30, scheduler_shift=8.0, layers=20)
     assert info.size_multiple == 16 and info.trained_size() == (81, 480, 832)
@@ -32,7 +32,7 @@ def test_buckets_default_to_the_trained_size_then_the_flags(folder):
     task = TASKS["sanavideo"]
     assert task.video_buckets(sanavideo_cfg(pretrained_model_name_or_path=str(folder)))[0] == (81, 480, 832)
     cfg = sanavideo_cfg(pretrained_model_name_or_path=str(folder), max_num_frames=9, height=64, width=96)
-    assert task.video_buckets(cfg)[0] == (9, 64, 96) and task.model_fps(cfg) == 16
+    assert task.video_buckets(cfg)[0] == (9, 64, 96) and task.model_fps(cfg.model) == 16
     pinned = sanavideo_cfg(pretrained_model_name_or_path=str(folder), frame_buckets="9x64x64,5x32x48")
     assert task.video_buckets(pinned) == [(9, 64, 64), (5, 32, 48)]
 

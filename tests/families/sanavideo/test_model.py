@@ -42,4 +42,4 @@ def test_training_shift_notes_and_defaults(folder):
     notes = SanaVideoNotes(TASKS["sanavideo_i2v"]).start_notes(cfg)
     assert "image-to-video" in notes[0] and "81x480x832" in notes[0] and "16 fps" in notes[0]
     assert "training shift 3" in notes[1] and "sampler shifts by 8" in notes[1]
-    assert DEFAULTS.generic_defaults(cfg)["train_batch_size"][0] == 1
+    assert DEFAULTS.generic_defaults(cfg.model, cfg.family_options)["train_batch_size"][0] == 1

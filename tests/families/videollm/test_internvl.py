@@ -117,15 +117,15 @@ def test_the_vision_tower_trains_only_on_request_and_lora_stays_in_the_language_
     names = [n for n, _ in model.named_parameters()]
     frozen, trained = (TrainConfig.for_family("internvl", train_vision_tower=v) for v in (False, True))
     trainables = VideoLLMTrainables(SPEC)
-    assert trainables.extra_trainable(frozen) == []
-    (_, patterns, _), = trainables.extra_trainable(trained)
+    assert trainables.extra_trainable(frozen.family_options) == []
+    (_, patterns, _), = trainables.extra_trainable(trained.family_options)
     import re
 
     tower = [n for n in names if re.fullmatch(patterns[0], n)]
     assert tower and all(n.startswith("model.vision_tower.") for n in tower)
-    projector = [n for n in names if re.fullmatch(trainables.backbone_patterns(frozen)[0], n)]
+    projector = [n for n in names if re.fullmatch(trainables.backbone_patterns(frozen.lora, frozen.family_options)[0], n)]
     assert {n.rsplit(".", 2)[-2] for n in projector} == {"layer_norm", "linear_1", "linear_2"}
-    targets = VideoLLMModel(SPEC).lora_targets(model, frozen)
+    targets = VideoLLMModel(SPEC).lora_targets(model, frozen.lora)
     assert targets and all(t.startswith("model.language_model.layers.") for t in targets)
 
 

@@ -54,7 +54,7 @@ def _lora_targets(model) -> set[str]:
     from dit_lora.config import TrainConfig
     from dit_lora.registry import get_family
 
-    return set(get_family("llava_next_video").model.lora_targets(model, TrainConfig(family="llava_next_video")))
+    return set(get_family("llava_next_video").model.lora_targets(model, TrainConfig(family="llava_next_video").lora))
 
 
 def test_lora_targets_are_only_language_model_projections(model):

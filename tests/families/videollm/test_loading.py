@@ -48,19 +48,19 @@ def test_lora_goes_on_the_language_models_projections_only():
     model = nested(spec.language_model + ".layers", torch.nn.ModuleList([layer]))
     model.add_module("vision_q", torch.nn.Module())
     model.vision_q.q_proj = torch.nn.Linear(2, 2)  # same suffix outside the language model
-    assert family.lora_targets(model, config()) == [spec.language_model + ".layers.0.q_proj"]
+    assert family.lora_targets(model, config().lora) == [spec.language_model + ".layers.0.q_proj"]
     # `all` (LLaMA-Factory's lora_target default) is the family's default set
-    assert family.lora_targets(model, config(lora_layers=["all"])) == [spec.language_model + ".layers.0.q_proj"]
+    assert family.lora_targets(model, config(lora_layers=["all"]).lora) == [spec.language_model + ".layers.0.q_proj"]
     with pytest.raises(UserError, match="match no Linear layer of the language model"):
-        family.lora_targets(model, config(lora_layers=["k_proj"]))
+        family.lora_targets(model, config(lora_layers=["k_proj"]).lora)
 
 
 def test_lora_layers_are_checked_before_anything_is_read():
     """An unknown --lora_layers name ends in validate_config (before the data's clips are decoded), naming the
     projections; `all` is every one of them."""
     family = get_family("llava_next_video").model
-    assert family.lora_layers(config(lora_layers=["all"])) == set(family.arch.lora_projections)
-    assert family.lora_layers(config(lora_layers=["q_proj", "v_proj"])) == {"q_proj", "v_proj"}
+    assert family.lora_layers(config(lora_layers=["all"]).lora) == set(family.arch.lora_projections)
+    assert family.lora_layers(config(lora_layers=["q_proj", "v_proj"]).lora) == {"q_proj", "v_proj"}
     with pytest.raises(UserError, match=r"--lora_layers to_q: not a projection .* q_proj, k_proj") as err:
         family.validate_config(config(lora_layers=["to_q", "all"]))
     assert "\n" not in str(err.value)
@@ -69,20 +69,20 @@ def test_lora_layers_are_checked_before_anything_is_read():
 def test_what_trains_beside_lora_and_what_stays_unquantized():
     family = get_family("llava_next_video")
     spec = family.model.arch
-    assert family.trainables.backbone_patterns(config()) == [spec.projector.replace(".", r"\.") + r"\..*"]
-    assert family.trainables.backbone_patterns(config(train_backbone=["norm"])) == ["norm"]
-    assert family.trainables.extra_trainable(config()) == []
+    assert family.trainables.backbone_patterns(config().lora, config().family_options) == [spec.projector.replace(".", r"\.") + r"\..*"]
+    assert family.trainables.backbone_patterns(config(train_backbone=["norm"]).lora, None) == ["norm"]
+    assert family.trainables.extra_trainable(config().family_options) == []
     ((name, patterns, lr),) = family.trainables.extra_trainable(
-        config(train_vision_tower=True, vision_tower_learning_rate=2e-6))
+        config(train_vision_tower=True, vision_tower_learning_rate=2e-6).family_options)
     assert name == "vision_tower" and lr == 2e-6 and patterns[0].endswith(r"\..*")
-    assert set(family.precision.quantize_skip_modules(config())) == {spec.vision_tower, spec.projector, "lm_head"}
+    assert set(family.precision.quantize_skip_modules()) == {spec.vision_tower, spec.projector, "lm_head"}
     assert max_tokens(config()) == DEFAULT_MAX_LENGTH and max_tokens(config(max_sequence_length=64)) == 64
-    assert family.defaults.generic_defaults(config())["train_batch_size"][0] == 1
+    assert family.defaults.generic_defaults(config().model, config().family_options)["train_batch_size"][0] == 1
 
 
 def test_the_precision_policy_is_the_run_weight_dtype():
     family = get_family("qwen2_5_vl")
-    assert family.precision.expected_dtypes(None, config(mixed_precision="no")) == {"model": torch.float32}
+    assert family.precision.expected_dtypes(None, config(mixed_precision="no").weight_dtype) == {"model": torch.float32}
 
 
 def test_the_placeholder_check_gets_no_features():

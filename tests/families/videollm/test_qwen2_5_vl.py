@@ -43,7 +43,7 @@ def _lora_targets(model) -> set[str]:
     from dit_lora.config import TrainConfig
     from dit_lora.registry import get_family
 
-    return set(get_family("qwen2_5_vl").model.lora_targets(model, TrainConfig(family="qwen2_5_vl")))
+    return set(get_family("qwen2_5_vl").model.lora_targets(model, TrainConfig(family="qwen2_5_vl").lora))
 
 
 def _frames(n, height, width, seed=0):

@@ -153,13 +153,13 @@ def test_the_vision_tower_and_deepstack_train_only_on_request(model):
     names = [n for n, _ in model.named_parameters()]
     frozen, trained = (TrainConfig.for_family("qwen3_vl", train_vision_tower=v) for v in (False, True))
     trainables = VideoLLMTrainables(SPEC)
-    assert trainables.extra_trainable(frozen) == []
-    (_, patterns, _), = trainables.extra_trainable(trained)
+    assert trainables.extra_trainable(frozen.family_options) == []
+    (_, patterns, _), = trainables.extra_trainable(trained.family_options)
     tower = [n for n in names if re.fullmatch(patterns[0], n)]
     assert any(".deepstack_merger_list." in n for n in tower) and any(".blocks." in n for n in tower)
-    projector = [n for n in names if re.fullmatch(trainables.backbone_patterns(frozen)[0], n)]
+    projector = [n for n in names if re.fullmatch(trainables.backbone_patterns(frozen.lora, frozen.family_options)[0], n)]
     assert projector and all(n.startswith("model.visual.merger.") for n in projector)
-    targets = VideoLLMModel(SPEC).lora_targets(model, frozen)
+    targets = VideoLLMModel(SPEC).lora_targets(model, frozen.lora)
     assert targets and all(t.startswith("model.language_model.layers.") for t in targets)
 
 

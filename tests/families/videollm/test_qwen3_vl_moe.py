@@ -48,18 +48,18 @@ def test_lora_targets_the_attention_only_and_the_router_and_experts_stay_frozen(
     from dit_lora.families.videollm.loading import VideoLLMModel, VideoLLMTrainables
 
     cfg = TrainConfig.for_family("qwen3_vl_moe")
-    targets = VideoLLMModel(SPEC).lora_targets(model, cfg)
+    targets = VideoLLMModel(SPEC).lora_targets(model, cfg.lora)
     assert sorted({t.rsplit(".", 1)[-1] for t in targets}) == ["k_proj", "o_proj", "q_proj", "v_proj"]
     assert len(targets) == 4 * model.config.text_config.num_hidden_layers
     trainables = VideoLLMTrainables(SPEC)
-    assert trainables.extra_trainable(cfg) == []
-    (pattern,) = trainables.backbone_patterns(cfg)
+    assert trainables.extra_trainable(cfg.family_options) == []
+    (pattern,) = trainables.backbone_patterns(cfg.lora, cfg.family_options)
     trained = [n for n, _ in model.named_parameters() if re.fullmatch(pattern, n)]
     assert trained and not any(".mlp." in n for n in trained)  # the projector, never a router or an expert
     with pytest.raises(UserError, match="match no Linear layer"):
-        VideoLLMModel(SPEC).lora_targets(model, TrainConfig.for_family("qwen3_vl_moe", lora_layers=["gate_proj"]))
+        VideoLLMModel(SPEC).lora_targets(model, TrainConfig.for_family("qwen3_vl_moe", lora_layers=["gate_proj"]).lora)
     tower = TrainConfig.for_family("qwen3_vl_moe", train_vision_tower=True)
-    ((name, _, _),) = trainables.extra_trainable(tower)
+    ((name, _, _),) = trainables.extra_trainable(tower.family_options)
     assert name == "vision_tower"
 
 

@@ -305,5 +305,5 @@ def test_both_experts_pass_the_precision_audit(wan_load):
     from dit_lora.training.precision import audit_precision
 
     family, cfg, comps = wan_load("2.2-t2v-a14b", wan_expert="both", mixed_precision="bf16")
-    mismatches = audit_precision(comps, family.precision.expected_dtypes(comps, cfg), allow_fp16=False)
+    mismatches = audit_precision(comps, family.precision.expected_dtypes(comps, cfg.weight_dtype), allow_fp16=False)
     assert [m for m in mismatches if m["component"] == "model"] == []

@@ -73,7 +73,7 @@ def _check(info: WanInfo, expected: tuple) -> None:
 
 @pytest.mark.parametrize("variant", WAN_DEMO_VARIANTS)
 def test_each_tiny_variant_reads_as_its_checkpoint(wan_model, variant):
-    info = wan_info(_cfg(wan_model(variant), "wan_i2v" if "i2v" in variant else "wan"))
+    info = wan_info(_cfg(wan_model(variant), "wan_i2v" if "i2v" in variant else "wan").model)
     _check(info, BY_VARIANT[variant])
     assert info.layers == 1 and info.flow_shift == (5.0 if variant == "2.2-ti2v" else 3.0)
 
@@ -82,7 +82,7 @@ def test_each_tiny_variant_reads_as_its_checkpoint(wan_model, variant):
 def test_each_catalogued_hub_id_reads_offline_from_the_catalogue(entry):
     cfg = _cfg(entry.hub_id, entry.family)
     assert config_reader(cfg.model)("", "model_index.json") == entry.configs["model_index.json"]  # the published copy
-    info = wan_info(cfg)
+    info = wan_info(cfg.model)
     _check(info, BY_HUB_ID[entry.hub_id])
     assert info.layers == LAYERS.get(entry.hub_id, 40)
     assert info.flow_shift == (5.0 if "TI2V" in entry.hub_id else 3.0)
@@ -99,7 +99,7 @@ def test_latent_tokens_count_the_causal_first_frame_and_patches():
 
 
 def test_unreadable_configs_give_the_defaults_and_no_kind(tmp_path):
-    info = wan_info(_cfg(tmp_path / "missing"))
+    info = wan_info(_cfg(tmp_path / "missing").model)
     assert info.kind is None and info.pipeline_class is None and info.evidence == ""
     assert info == WanInfo()
 
@@ -115,7 +115,7 @@ def _edited(wan_model, tmp_path, variant, **index):
 def test_experts_need_both_transformers_named_in_model_index(wan_model, tmp_path):
     """TI2V-5B's published model_index.json has ``transformer_2: [null, null]``: one expert, not two."""
     folder = _edited(wan_model, tmp_path, "2.2-t2v-a14b", transformer_2=[None, None], boundary_ratio=None)
-    info = wan_info(_cfg(folder))
+    info = wan_info(_cfg(folder).model)
     assert not info.two_experts and info.boundary_ratio is None and info.version == "2.1"
 
 
@@ -124,38 +124,38 @@ def test_an_unknown_channel_count_is_no_kind(wan_model, tmp_path):
     shutil.copytree(wan_model("2.1-t2v"), folder)
     config = folder / "transformer" / "config.json"
     config.write_text(json.dumps({**json.loads(config.read_text()), "in_channels": 48}))  # e.g. a control model
-    info = wan_info(_cfg(folder))
+    info = wan_info(_cfg(folder).model)
     assert info.kind is None and "in_channels 48, VAE z_dim 16" in info.evidence
 
 
 def _with_info(monkeypatch, **info):
-    monkeypatch.setattr(info_module.WanTask, "infos", lambda cfg: SimpleNamespace(**info))
+    monkeypatch.setattr(info_module.WanTask, "infos", lambda model: SimpleNamespace(**info))
 
 
 def _options(**opts):
-    return SimpleNamespace(family_options=SimpleNamespace(**{"wan_expert": None, "ti2v_image_probability": None,
-                                                              **opts}))
+    """The family options ``expert`` and ``image_probability`` read (the model's facts stand in: ``_with_info``)."""
+    return SimpleNamespace(**{"wan_expert": None, "ti2v_image_probability": None, **opts})
 
 
 def test_the_expert_is_both_by_default_on_a14b_and_none_on_one_transformer(monkeypatch):
     _with_info(monkeypatch, two_experts=True)
-    assert TASKS["wan"].expert(_options()) == "both" and TASKS["wan"].expert(_options(wan_expert="low")) == "low"
+    assert TASKS["wan"].expert(None, _options()) == "both" and TASKS["wan"].expert(None, _options(wan_expert="low")) == "low"
     _with_info(monkeypatch, two_experts=False)
-    assert TASKS["wan"].expert(_options(wan_expert="low")) is None
+    assert TASKS["wan"].expert(None, _options(wan_expert="low")) is None
 
 
 def test_ti2v_image_mode_defaults_by_task(monkeypatch):
     _with_info(monkeypatch, kind="ti2v")
-    assert TASKS["wan"].image_probability(_options()) == 0.0 and TASKS["wan_i2v"].image_probability(_options()) == 1.0
-    assert TASKS["wan"].image_probability(_options(ti2v_image_probability=0.25)) == 0.25
+    assert TASKS["wan"].image_probability(None, _options()) == 0.0 and TASKS["wan_i2v"].image_probability(None, _options()) == 1.0
+    assert TASKS["wan"].image_probability(None, _options(ti2v_image_probability=0.25)) == 0.25
     _with_info(monkeypatch, kind="t2v")
-    assert TASKS["wan"].image_probability(_options(ti2v_image_probability=0.25)) == 0.0
+    assert TASKS["wan"].image_probability(None, _options(ti2v_image_probability=0.25)) == 0.0
 
 
 def test_the_pipeline_class_and_frame_rate(monkeypatch):
     _with_info(monkeypatch, fps=16)
     assert TASKS["wan_i2v"].pipeline_class().__name__ == "WanImageToVideoPipeline"
-    assert TASKS["wan"].model_fps(_options()) == 16
+    assert TASKS["wan"].model_fps(None) == 16
 
 
 def test_clips_of_other_shapes_get_automatic_buckets_and_the_plan_traces_the_default(tmp_path, monkeypatch):

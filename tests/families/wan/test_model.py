@@ -89,7 +89,7 @@ def test_both_experts_build_wan_experts(wan_model, subfolders):
 def test_single_expert_checkpoints_load_transformer(wan_model, subfolders):
     family = get_family("wan")
     cfg = _cfg(wan_model("2.1-t2v"))
-    assert trained_experts(family.video_frames, cfg) == ["high"]
+    assert trained_experts(family.video_frames, cfg.model, cfg.family_options) == ["high"]
     comps = family.model.load_components(cfg, CPU)
     assert subfolders == ["transformer"] and comps.state.expert is None
 
@@ -110,7 +110,7 @@ def test_default_dtypes(wan_model, variant):
     if variant == "2.1-i2v":
         expected["image_encoder"] = torch.float32
         assert "image_processor" in comps.encoders
-    assert dtypes == expected == family.precision.expected_dtypes(comps, cfg)
+    assert dtypes == expected == family.precision.expected_dtypes(comps, cfg.weight_dtype)
     assert comps.encoders["tokenizer"] is not None
 
 
@@ -301,5 +301,5 @@ def test_a_missing_folder_is_named(tmp_path):
 
 
 def test_defaults_and_notes_are_their_own_components():
-    assert DEFAULTS.generic_defaults(None)["train_batch_size"][0] == 1
+    assert DEFAULTS.generic_defaults(None, None)["train_batch_size"][0] == 1
     assert WanNotes(TASKS["wan"]).task is TASKS["wan"]

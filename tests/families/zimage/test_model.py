@@ -41,14 +41,14 @@ def test_turbo_is_told_by_its_configs_and_warned(tmp_path, hub_id, turbo):
     assert bool(notes) is turbo
     if turbo:
         assert "step-distilled" in notes[0] and "Tongyi-MAI/Z-Image" in notes[0] and "771" in notes[0]
-    assert spec.defaults.generic_defaults(cfg) == {"resolution": (1024, "the VAE's sample_size")}
-    assert spec.image_buckets.bucket_stride(cfg) == 16 and spec.image_buckets.square_only(cfg) is None
+    assert spec.defaults.generic_defaults(cfg.model, cfg.family_options) == {"resolution": (1024, "the VAE's sample_size")}
+    assert spec.image_buckets.bucket_stride(cfg.model) == 16 and spec.image_buckets.square_only() is None
 
 
 def test_precision_and_quantization_skips():
     spec = get_family("zimage")
     cfg = zimage_cfg()
-    assert spec.precision.expected_dtypes(None, cfg) == {"model": torch.bfloat16, "text_encoder": torch.bfloat16,
+    assert spec.precision.expected_dtypes(None, cfg.weight_dtype) == {"model": torch.bfloat16, "text_encoder": torch.bfloat16,
                                                          "vae": torch.float32}
-    assert "t_embedder" in spec.precision.quantize_skip_modules(cfg)
+    assert "t_embedder" in spec.precision.quantize_skip_modules()
     assert is_turbo(zimage_cfg(pretrained_model_name_or_path="some/z-image-turbo-copy"))

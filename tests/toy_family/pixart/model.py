@@ -56,7 +56,7 @@ class PixArtModel(DiffusionModel):
 
     def validate_config(self, cfg) -> None:
         self.check_folder(cfg)
-        GRID.check_resolution(cfg)
+        GRID.check_resolution(cfg.model, cfg.data.resolution)
         sched = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         if sched.get("prediction_type", "epsilon") != "epsilon":
             raise UserError(f"The scheduler of `{cfg.model.pretrained_model_name_or_path}` predicts "
