@@ -196,10 +196,10 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
             result["liger_path"] = "applied"
 
         # What the loop does after loading (dit_lora/training/loop.py), with the family's hooks.
-        targets = spec.model.lora_targets(model, cfg)
+        targets = spec.model.lora_targets(model, cfg.lora)
         trainables.add_lora(model, rank=cfg.lora.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora.lora_dropout,
                           targets=targets, seed=0)
-        backbone_names = trainables.unfreeze_backbone(model, spec.trainables.backbone_patterns(cfg))
+        backbone_names = trainables.unfreeze_backbone(model, spec.trainables.backbone_patterns(cfg.lora, cfg.family_options))
         trainables.cast_trainable_to_fp32(model, under_autocast=True)
         if checkpointing:
             spec.trainables.enable_gradient_checkpointing(model)
