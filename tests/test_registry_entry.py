@@ -133,3 +133,17 @@ def test_every_built_in_entry_holds_its_options_classes_and_a_function_of_its_pa
             options = entry.options_for(name)
             assert isinstance(options, type) and issubclass(options, FamilyOptions), (package, name)
             assert options.__module__ == f"{module.__name__}.options", (package, name)
+
+
+def test_every_built_in_entry_builds_each_name_anew_refuses_another_and_names_files_that_exist():
+    """The entry checks of ``tests/support/family_entries.py`` for every built-in family, from the registry (a family's
+    own test may add the options classes it expects)."""
+    import importlib
+
+    from family_entries import check_entry
+
+    from dit_lora.registry import BUILT_IN, BUILT_IN_PACKAGE
+
+    for package in BUILT_IN:
+        module = importlib.import_module(f"{BUILT_IN_PACKAGE}.{package}")
+        check_entry(module, dict.fromkeys(module.ENTRY.names, "FamilySpec"))

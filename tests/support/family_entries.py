@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from dit_lora.catalogue.files import catalogue_of
 from helpers import ROOT
 
 
-def check_entry(package, classes: dict[str, str]) -> None:
-    """``package.ENTRY`` is registered, builds ``classes`` (family name -> its class's name) and names files that exist.
+def check_entry(package, classes: dict[str, str], option_classes: dict[str, type] | None = None) -> None:
+    """``package.ENTRY`` is registered, builds ``classes`` (family name -> its class's name) and names files that exist;
+    ``option_classes``: each name's options class, where the test states it.
+
+    ``package.build_spec`` builds each name (a new spec each call) and the entry refuses a name it does not register.
 
     Its factory is the package's own ``build_spec`` and its options are classes of the package's ``options.py`` (no
     ``"module:attr"`` path), its catalogue lists only its own names, its demo configs exist under
@@ -21,11 +25,16 @@ def check_entry(package, classes: dict[str, str]) -> None:
     entry = package.ENTRY
     assert entry.names == tuple(classes) and all(entry_for(name) is entry for name in entry.names)
     assert entry.factory is package.build_spec
+    with pytest.raises(KeyError):
+        entry.build("not_" + entry.default)  # a name it does not register
     for name, cls in classes.items():
         family = get_family(name)
         assert type(family).__name__ == cls and family.name == name
         assert package.ENTRY.build(name) is not family and type(package.ENTRY.build(name)) is type(family)  # a new one each call
+        assert package.build_spec(name).name == name and package.build_spec(name) is not package.build_spec(name)
         options = entry.options_for(name)
+        if option_classes is not None:
+            assert options is option_classes[name], (name, options)
         assert options is None or (isinstance(options, type) and options.__module__ == f"{package.__name__}.options")
     if entry.catalogue:
         listed = {e.family for e in catalogue_of(entry.catalogue).entries}
